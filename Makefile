@@ -1,0 +1,33 @@
+# Two entry points: `make run` (the main job) and `make test` (the test suite).
+# Both create or update the local virtual environment `.venv` first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test docs lint clean-venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m experiments.run --config experiments/configs/quickstart.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -x -q --durations=15
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean-venv:
+	rm -rf $(VENV)

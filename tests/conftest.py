@@ -1,0 +1,35 @@
+"""Shared test setup.
+
+`XLA_FLAGS` is set before jax is imported so that sharding code can be tested on
+four virtual CPU devices. float64 is on by default (tests that check float32
+behaviour ask for it explicitly with the `float32` fixture or by casting).
+"""
+
+import os
+
+
+os.environ.setdefault("XLA_FLAGS", "")
+if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
+    os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=4"
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import jax  # noqa: E402
+import matplotlib  # noqa: E402
+import pytest  # noqa: E402
+
+
+matplotlib.use("Agg")
+jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture
+def getkey():
+    """Returns a function that gives a fresh PRNG key on every call."""
+    key = jax.random.key(0)
+
+    def _getkey():
+        nonlocal key
+        key, subkey = jax.random.split(key)
+        return subkey
+
+    return _getkey
