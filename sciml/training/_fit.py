@@ -1,0 +1,205 @@
+"""The training loop: jitted steps, checkpoints, metrics, progress, NaN guard."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from ._checkpoint import Checkpointer
+from ._metrics import MetricsWriter
+from ._step import LossFn, init_opt_state, make_train_step
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Training produced a NaN or Inf loss or gradient."""
+
+
+@dataclasses.dataclass
+class FitResult:
+    """What `fit` returns.
+
+    - `model`, `opt_state`: the trained model and optimiser state;
+    - `step`: the number of steps done in total (including resumed ones);
+    - `metrics`: the last logged training metrics and the last evaluation.
+    """
+
+    model: Any
+    opt_state: Any
+    step: int
+    metrics: dict[str, float]
+    key: jax.Array | None = None
+
+
+def _as_float(x: Any) -> float:
+    return float(np.asarray(x))
+
+
+class _Pending:
+    """Losses of dispatched steps, read back only at log / checkpoint boundaries.
+
+    Reading a loss forces the device to finish the step, so the loop keeps the
+    arrays and checks them in batches; a checkpoint is only written after every
+    step before it has been checked, so a non-finite step never reaches disk.
+    """
+
+    def __init__(self):
+        self.items: list[tuple[int, jax.Array, dict[str, jax.Array]]] = []
+
+    def add(self, step: int, loss: jax.Array, aux: dict[str, jax.Array]) -> None:
+        self.items.append((step, loss, aux))
+
+    def flush(self) -> dict[str, float] | None:
+        """Checks every pending step; returns the metrics of the last one."""
+        last = None
+        for step, loss, aux in self.items:
+            if not bool(aux["finite"]):
+                self.items = []
+                raise NonFiniteLossError(
+                    f"Non-finite loss or gradient at step {step} (loss={_as_float(loss)}, "
+                    f"grad_norm={_as_float(aux['grad_norm'])}); training stopped. "
+                    "The last checkpoint written before this step is intact."
+                )
+            last = {"step": step, "loss": _as_float(loss)}
+            last.update({k: _as_float(v) for k, v in aux.items() if k != "finite"})
+        self.items = []
+        return last
+
+
+def fit(
+    model: Any,
+    loss_fn: LossFn,
+    batch_fn: Callable[[int, jax.Array], Any],
+    *,
+    optimizer: optax.GradientTransformation,
+    steps: int,
+    key: jax.Array,
+    workdir: str | Path | None = None,
+    checkpoint_every: int = 0,
+    keep_checkpoints: int = 3,
+    log_every: int = 10,
+    eval_fn: Callable[[Any], dict[str, float]] | None = None,
+    eval_every: int = 0,
+    progress: bool = True,
+    fingerprint: dict | None = None,
+    description: str = "train",
+) -> FitResult:
+    """Trains `model` for `steps` optimiser steps.
+
+    Each step `t` splits the carried PRNG key into a batch key and a loss key,
+    draws `batch = batch_fn(t, batch_key)` and applies one jitted step of
+    `loss_fn(model, batch, loss_key) -> (loss, aux)`. Given the same `key`, a run
+    is deterministic, and a resumed run ends with the same parameters as an
+    uninterrupted one.
+
+    With a `workdir`, checkpoints go to `workdir/checkpoints` (every
+    `checkpoint_every` steps, at the end, and when interrupted by Ctrl-C),
+    metrics to `workdir/metrics.jsonl`. If `workdir/checkpoints` already holds
+    checkpoints, training resumes from the latest one. `fingerprint` names the
+    run; a checkpoint folder written by another run is refused.
+
+    A non-finite loss or gradient raises `NonFiniteLossError` naming the step;
+    no checkpoint is written after it.
+
+    **Returns:** a [`FitResult`][sciml.training.FitResult].
+    """
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}.")
+    for name, value in (("checkpoint_every", checkpoint_every), ("eval_every", eval_every)):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}.")
+    if log_every < 1:
+        raise ValueError(f"log_every must be >= 1, got {log_every}.")
+
+    opt_state = init_opt_state(optimizer, model)
+    start = 0
+    checkpointer = writer = None
+    if workdir is not None:
+        workdir = Path(workdir)
+        checkpointer = Checkpointer(
+            workdir / "checkpoints", keep=keep_checkpoints, fingerprint=fingerprint
+        )
+        writer = MetricsWriter(workdir / "metrics.jsonl")
+        if checkpointer.latest_step() is not None:
+            model, opt_state, key, start = checkpointer.restore(model, opt_state)
+            writer.truncate_after(start)
+
+    train_step = make_train_step(loss_fn, optimizer)
+    pending = _Pending()
+    metrics: dict[str, float] = {}
+    bar = tqdm(
+        total=steps,
+        initial=min(start, steps),
+        desc=description,
+        disable=not progress,
+        dynamic_ncols=True,
+        leave=True,
+    )
+    last_time, last_step = time.perf_counter(), start
+
+    def log(step: int) -> None:
+        nonlocal last_time, last_step
+        record = pending.flush()
+        if record is None:
+            return
+        now = time.perf_counter()
+        record["steps_per_s"] = (step - last_step) / max(now - last_time, 1e-9)
+        last_time, last_step = now, step
+        metrics.update(record)
+        if writer is not None:
+            writer.write({"split": "train", **record})
+        bar.set_postfix(loss=f"{record['loss']:.4g}", it_s=f"{record['steps_per_s']:.1f}")
+
+    def evaluate(model: Any, step: int) -> None:
+        results = {k: _as_float(v) for k, v in eval_fn(model).items()}
+        metrics.update({f"eval_{k}": v for k, v in results.items()})
+        if writer is not None:
+            writer.write({"split": "eval", "step": step, **results})
+
+    def save(state: tuple) -> None:
+        model, opt_state, key, step = state
+        if checkpointer is not None and checkpointer.latest_step() != step:
+            checkpointer.save(step, model, opt_state, key)
+
+    # The whole training state is one tuple, replaced by a single assignment, so
+    # an interrupt never sees a model and a step counter that disagree.
+    state = (model, opt_state, key, start)
+    try:
+        while state[3] < steps:
+            model, opt_state, key, step = state
+            key, batch_key, loss_key = jax.random.split(key, 3)
+            batch = batch_fn(step, batch_key)
+            model, opt_state, loss, aux = train_step(model, opt_state, batch, loss_key)
+            step += 1
+            pending.add(step, loss, aux)
+            state = (model, opt_state, key, step)
+            bar.update(1)
+            at_checkpoint = checkpoint_every and step % checkpoint_every == 0
+            if step % log_every == 0 or at_checkpoint or step == steps:
+                log(step)
+            if at_checkpoint:
+                save(state)
+            if eval_fn is not None and eval_every and step % eval_every == 0:
+                evaluate(model, step)
+        model, opt_state, key, step = state
+        log(step)
+        if eval_fn is not None and not (eval_every and step % eval_every == 0 and step > start):
+            evaluate(model, step)
+        save(state)
+    except KeyboardInterrupt:
+        # Keep finished work: check the pending steps, then checkpoint them.
+        log(state[3])
+        save(state)
+        raise
+    finally:
+        bar.close()
+        if checkpointer is not None:
+            checkpointer.close()
+    return FitResult(model=model, opt_state=opt_state, step=step, metrics=metrics, key=key)
