@@ -44,16 +44,17 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.optimizer.clip_norm = 1.0
 
     if variant == "tiny":
-        config.data.n_train = 64
+        config.data.n_train = 256
         config.data.n_test = 32
         config.data.resolution = 16
         config.data.n_modes = 4
-        config.model.width = 16
-        config.train.steps = 40
-        config.train.batch_size = 8
-        config.train.log_every = 10
-        config.train.eval_every = 20
-        config.train.checkpoint_every = 20
+        config.model.width = 32
+        config.optimizer.learning_rate = 5e-3
+        config.train.steps = 300
+        config.train.batch_size = 16
+        config.train.log_every = 50
+        config.train.eval_every = 100
+        config.train.checkpoint_every = 100
         config.train.progress = False
         config.optimizer.warmup_steps = 5
     elif variant is not None:

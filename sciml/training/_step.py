@@ -40,7 +40,7 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation) ->
         params = trainable(model)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         model = eqx.apply_updates(model, updates)
-        grad_norm = optax.global_norm(grads)
+        grad_norm = optax.tree.norm(grads)
         aux = dict(aux)
         aux["grad_norm"] = grad_norm
         aux["finite"] = jnp.isfinite(loss) & jnp.isfinite(grad_norm)

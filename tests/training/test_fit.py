@@ -1,0 +1,200 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sciml.training import (
+    Checkpointer,
+    CheckpointMismatchError,
+    NonFiniteLossError,
+    fit,
+    init_opt_state,
+    make_optimizer,
+    read_metrics,
+)
+
+
+SCRIPT = Path(__file__).with_name("_resume_script.py")
+ROOT = Path(__file__).parents[2]
+
+
+def _run_script(*args, wait=True):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(SCRIPT), *map(str, args)]
+    if wait:
+        subprocess.run(cmd, check=True, env=env, timeout=300)
+        return None
+    return subprocess.Popen(cmd, env=env)
+
+
+def _params(path):
+    data = np.load(path)
+    return [data[k] for k in sorted(data.files) if k.startswith("arr_")], int(data["step"])
+
+
+def test_killed_run_resumes_to_the_same_parameters(tmp_path):
+    _run_script(tmp_path / "straight", tmp_path / "straight.npz")
+
+    marker = tmp_path / "paused"
+    proc = _run_script(tmp_path / "killed", tmp_path / "unused.npz", 25, marker, wait=False)
+    deadline = time.time() + 240
+    while not marker.exists():
+        assert proc.poll() is None, "training subprocess ended before the pause"
+        assert time.time() < deadline, "training subprocess never reached the pause"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert Checkpointer(tmp_path / "killed" / "checkpoints").latest_step() == 20
+
+    _run_script(tmp_path / "killed", tmp_path / "resumed.npz")
+    straight, step_a = _params(tmp_path / "straight.npz")
+    resumed, step_b = _params(tmp_path / "resumed.npz")
+    assert step_a == step_b == 40
+    for a, b in zip(straight, resumed, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # Metrics logged after the last checkpoint were dropped and recomputed once.
+    steps = [m["step"] for m in read_metrics(tmp_path / "killed" / "metrics.jsonl")]
+    assert steps == sorted(set(steps)) and steps[-1] == 40
+
+
+def _toy(getkey):
+    model = eqx.nn.Linear(2, 1, key=getkey())
+
+    def loss_fn(model, batch, key):
+        x, y = batch
+        return jnp.mean((jax.vmap(model)(x)[:, 0] - y) ** 2), {"mean_y": jnp.mean(y)}
+
+    def batch_fn(step, key):
+        x = jax.random.normal(key, (8, 2))
+        return x, x @ jnp.array([1.0, -2.0]) + 0.5
+
+    return model, loss_fn, batch_fn
+
+
+def test_fit_learns_and_logs(tmp_path, getkey):
+    model, loss_fn, batch_fn = _toy(getkey)
+    result = fit(
+        model,
+        loss_fn,
+        batch_fn,
+        optimizer=make_optimizer({"learning_rate": 0.05}),
+        steps=300,
+        key=getkey(),
+        workdir=tmp_path,
+        log_every=50,
+        progress=False,
+        eval_fn=lambda m: {"bias": m.bias[0]},
+        eval_every=100,
+    )
+    np.testing.assert_allclose(result.model.weight, [[1.0, -2.0]], atol=1e-3)
+    np.testing.assert_allclose(result.metrics["eval_bias"], 0.5, atol=1e-3)
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records if r["split"] == "train"] == [50, 100, 150, 200, 250, 300]
+    assert [r["step"] for r in records if r["split"] == "eval"] == [100, 200, 300]
+    assert {"loss", "mean_y", "grad_norm", "steps_per_s"} <= set(records[0])
+
+
+def test_nan_guard_names_the_step_and_keeps_last_checkpoint(tmp_path, getkey):
+    model, loss_fn, batch_fn = _toy(getkey)
+
+    def poisoned(step, key):
+        x, y = batch_fn(step, key)
+        return x, jnp.where(step == 16, jnp.nan, y)  # the 17th step sees a NaN
+
+    optimizer = make_optimizer({"learning_rate": 0.05})
+    with pytest.raises(NonFiniteLossError, match="at step 17"):
+        fit(
+            model,
+            loss_fn,
+            poisoned,
+            optimizer=optimizer,
+            steps=40,
+            key=getkey(),
+            workdir=tmp_path,
+            checkpoint_every=5,
+            log_every=100,
+            progress=False,
+        )
+    checkpointer = Checkpointer(tmp_path / "checkpoints")
+    assert checkpointer.latest_step() == 15
+    restored, _, _, step = checkpointer.restore(model, init_opt_state(optimizer, model))
+    assert step == 15
+    assert all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(restored))
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path, getkey):
+    model, loss_fn, batch_fn = _toy(getkey)
+    optimizer = make_optimizer({})
+    common = dict(optimizer=optimizer, steps=3, key=getkey(), workdir=tmp_path, progress=False)
+    fit(model, loss_fn, batch_fn, fingerprint={"name": "a"}, **common)
+    with pytest.raises(CheckpointMismatchError, match="not of"):
+        fit(model, loss_fn, batch_fn, fingerprint={"name": "b"}, **common)
+    bigger = eqx.nn.Linear(3, 1, key=getkey())
+    with pytest.raises(CheckpointMismatchError, match="shapes"):
+        fit(bigger, loss_fn, batch_fn, fingerprint={"name": "a"}, **common)
+    assert Checkpointer(tmp_path / "checkpoints").all_steps() == [3]
+
+
+def test_interrupt_saves_finished_steps(tmp_path, getkey):
+    model, loss_fn, batch_fn = _toy(getkey)
+
+    def interrupting(step, key):
+        if step == 7:
+            raise KeyboardInterrupt
+        return batch_fn(step, key)
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(
+            model,
+            loss_fn,
+            interrupting,
+            optimizer=make_optimizer({}),
+            steps=20,
+            key=getkey(),
+            workdir=tmp_path,
+            checkpoint_every=100,
+            progress=False,
+        )
+    assert Checkpointer(tmp_path / "checkpoints").latest_step() == 7
+
+
+def test_bad_arguments(getkey):
+    model, loss_fn, batch_fn = _toy(getkey)
+    with pytest.raises(ValueError, match="log_every"):
+        fit(
+            model,
+            loss_fn,
+            batch_fn,
+            optimizer=make_optimizer({}),
+            steps=3,
+            key=getkey(),
+            log_every=0,
+        )
+    with pytest.raises(ValueError, match="steps"):
+        fit(model, loss_fn, batch_fn, optimizer=make_optimizer({}), steps=-1, key=getkey())
+
+
+def test_metrics_are_plain_json(tmp_path, getkey):
+    model, loss_fn, batch_fn = _toy(getkey)
+    fit(
+        model,
+        loss_fn,
+        batch_fn,
+        optimizer=make_optimizer({}),
+        steps=2,
+        key=getkey(),
+        workdir=tmp_path,
+        log_every=1,
+        progress=False,
+    )
+    for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
+        assert isinstance(json.loads(line)["loss"], float)
