@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test docs lint clean-venv
+.PHONY: venv run test docs lint clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(BIN)/python -m experiments.run --config experiments/configs/quickstart.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -x -q --durations=15
+	$(BIN)/python -m pytest -q --durations=20 --timeout=900
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
