@@ -53,6 +53,7 @@ def build(config) -> Experiment:
     )
     batch_size = config.train.batch_size
 
+    @jax.jit
     def batch_fn(step, key):
         index = jax.random.randint(key, (batch_size,), 0, data.n_train)
         return x_train[index], y_train[index]

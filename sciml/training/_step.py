@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ def init_opt_state(optimizer: optax.GradientTransformation, model: Any) -> optax
     return optimizer.init(trainable(model))
 
 
+@functools.lru_cache(maxsize=64)
 def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation) -> Callable:
     """Returns `step(model, opt_state, batch, key) -> (model, opt_state, loss, aux)`.
 
@@ -31,7 +33,8 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation) ->
     return `(loss, aux)` with a scalar `loss` and a dict `aux` of scalars. The
     returned `aux` also holds `grad_norm`, the global norm of the gradient, and
     `finite`, true when both the loss and the gradient are finite (the training
-    loop uses it as its NaN guard).
+    loop uses it as its NaN guard). Steps are cached per `(loss_fn, optimizer)`,
+    so calling `fit` again (to resume, say) does not compile again.
     """
 
     @eqx.filter_jit

@@ -1,0 +1,144 @@
+"""Overhead of the shared training loop and of the Flax NNX adapter.
+
+1. `sciml.training.fit` (a jitted batch function drawing each step's batch,
+   NaN guard, metrics, progress off) against a bare Python loop over the same jitted optax step with a fixed
+   batch and key. Both after compilation; best of three runs of N steps.
+2. One training step of an Equinox MLP wrapped by `sciml.interop.flax.to_nnx`
+   under `nnx.jit` with `nnx.Optimizer`, against the same step with
+   `eqx.filter_jit` and optax.
+
+usage: python -m benchmarks.training [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from benchmarks._common import block, emit, environment, time_fn
+from sciml.interop.flax import to_nnx
+from sciml.training import fit, make_optimizer, make_train_step
+
+
+def _problem(width: int, batch: int):
+    model = eqx.nn.MLP(64, 64, width, 3, activation=jax.nn.gelu, key=jax.random.key(0))
+    x = jax.random.normal(jax.random.key(1), (batch, 64))
+    y = jnp.sin(x)
+
+    def loss_fn(model, batch, key):
+        xb, yb = batch
+        return jnp.mean((jax.vmap(model)(xb) - yb) ** 2), {}
+
+    return model, (x, y), loss_fn
+
+
+def bench_fit(width: int, batch: int, steps: int) -> dict:
+    model, data, loss_fn = _problem(width, batch)
+    optimizer = make_optimizer({"learning_rate": 1e-3})
+
+    @jax.jit
+    def batch_fn(step, key):
+        index = jax.random.randint(key, (batch,), 0, batch)
+        return data[0][index], data[1][index]
+
+    def run_fit(n):
+        start = time.perf_counter()
+        result = fit(
+            model,
+            loss_fn,
+            batch_fn,
+            optimizer=optimizer,
+            steps=n,
+            key=jax.random.key(2),
+            progress=False,
+            log_every=100,
+        )
+        block(result.model)
+        return (time.perf_counter() - start) / n
+
+    step = make_train_step(loss_fn, optimizer)  # the same cached step fit uses
+
+    def run_bare(n):
+        m, s = model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+        key = jax.random.key(0)
+        start = time.perf_counter()
+        for _ in range(n):
+            m, s, loss, _ = step(m, s, data, key)
+        block(m)
+        return (time.perf_counter() - start) / n
+
+    run_fit(10), run_bare(10)  # compile
+    fit_step = min(run_fit(steps) for _ in range(3))
+    bare_step = min(run_bare(steps) for _ in range(3))
+    return {
+        "fit_step_s": fit_step,
+        "bare_step_s": bare_step,
+        "ratio_fit_over_bare": fit_step / bare_step,
+    }
+
+
+def bench_flax(width: int, batch: int) -> dict:
+    model, (x, y), loss_fn = _problem(width, batch)
+    tx = optax.adam(1e-3)
+
+    @eqx.filter_jit
+    def eqx_step(model, opt_state):
+        loss, grads = eqx.filter_value_and_grad(lambda m: loss_fn(m, (x, y), None)[0])(model)
+        updates, opt_state = tx.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
+        return eqx.apply_updates(model, updates), opt_state
+
+    opt_state = tx.init(eqx.filter(model, eqx.is_inexact_array))
+    eqx_time = time_fn(eqx_step, model, opt_state)
+
+    wrapped = to_nnx(model)
+    optimizer = nnx.Optimizer(wrapped, tx, wrt=nnx.Param)
+
+    @nnx.jit
+    def nnx_step(model, optimizer):
+        grads = nnx.grad(lambda m: loss_fn(m, (x, y), None)[0])(model)
+        optimizer.update(model, grads)
+
+    nnx_time = time_fn(nnx_step, wrapped, optimizer)
+    return {
+        "eqx_step_s": eqx_time["median_s"],
+        "nnx_adapter_step_s": nnx_time["median_s"],
+        "ratio_nnx_over_eqx": nnx_time["median_s"] / eqx_time["median_s"],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
+    args = parser.parse_args()
+    env = environment()
+    sizes = [(64, 16)] if args.quick else [(64, 16), (256, 64), (1024, 256)]
+    steps = 500 if args.quick else 2000
+    for width, batch in sizes:
+        emit(
+            {
+                "bench": "fit_overhead",
+                "width": width,
+                "batch": batch,
+                **bench_fit(width, batch, steps),
+                **env,
+            }
+        )
+        emit(
+            {
+                "bench": "flax_adapter",
+                "width": width,
+                "batch": batch,
+                **bench_flax(width, batch),
+                **env,
+            }
+        )
+
+
+if __name__ == "__main__":
+    main()
