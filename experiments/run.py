@@ -287,8 +287,21 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    from sciml.training import NonFiniteLossError
+
     print(f"run directory: {workdir}", file=sys.stderr)
-    summary = main_from_config(config, workdir)
+    try:
+        summary = main_from_config(config, workdir)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted; finished steps are checkpointed. Resume with:\n"
+            f"  python -m experiments.run --resume {workdir}",
+            file=sys.stderr,
+        )
+        return 130
+    except NonFiniteLossError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0
 
