@@ -1,0 +1,12 @@
+"""Classical numerical PDE solvers and linear-system builders.
+
+Data generators, ground truth and baselines for the models in `sciml`. Plain
+numerical code: this package never imports `sciml`.
+
+- `solvers.navier_stokes`: 2-D vorticity Navier–Stokes, periodic, pseudo-spectral (JAX).
+- `solvers.darcy`: Darcy flow with a thresholded random coefficient (scipy).
+- `solvers.heat`: 2-D heat equation, parameterised boundary/initial temperatures (JAX).
+- `solvers.burgers`: 1-D viscous Burgers, periodic, pseudo-spectral (JAX).
+- `solvers.poisson`: pressure-Poisson systems on voxel grids (scipy CSR + JAX matrix-free).
+- `python -m solvers.generate <problem> ...`: HDF5 data sets.
+"""

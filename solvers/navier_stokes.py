@@ -1,0 +1,400 @@
+r"""2-D incompressible Navier–Stokes in vorticity form on the periodic unit square.
+
+$$\partial_t \omega + u\cdot\nabla\omega = \nu\Delta\omega + f, \qquad
+u = (\partial_y\psi, -\partial_x\psi), \qquad -\Delta\psi = \omega,$$
+
+the setting of the FNO Navier–Stokes benchmark (Li et al., ICLR 2021). Space is
+pseudo-spectral on the grid `x_i = i/s` (`s` even), with the nonlinear term
+dealiased by the 2/3 rule (Fourier modes with `3|k_j| >= s` are removed from
+`u·∇ω`, so for a field band-limited to the kept modes the product is exact).
+Time stepping is semi-implicit: Crank–Nicolson for the viscous term and Heun's
+method (explicit trapezoid) for advection and forcing, second order in `dt`:
+
+$$\tilde\omega = \frac{(1 - \tfrac{\nu dt}{2}|k|^2)\hat\omega^n + dt(\hat f - \hat N(\omega^n))}
+{1 + \tfrac{\nu dt}{2}|k|^2},\quad
+\hat\omega^{n+1} = \frac{(1 - \tfrac{\nu dt}{2}|k|^2)\hat\omega^n
++ dt(\hat f - \tfrac12(\hat N(\omega^n) + \hat N(\tilde\omega)))}{1 + \tfrac{\nu dt}{2}|k|^2}$$
+
+with `|k|² = 4π²(k_x² + k_y²)` and `N(ω) = u·∇ω`. Arrays are indexed
+`w[i, j] = ω(x_i, y_j)` (x along axis 0). The default forcing is
+`0.1 (sin 2π(x+y) + cos 2π(x+y))`; the initial vorticity is a Gaussian random
+field with covariance `7^{3/2}(−Δ + 49 I)^{−2.5}` ([`random_vorticity`][]).
+
+Everything is JAX: `solve` and `advance` are jit-compiled, take one field
+`(s, s)` or a batch `(..., s, s)` (vmapped), and run in float32 or float64
+(the dtype of `w0`).
+
+**Nesting of grids.** The grid `x_i = i/s` at resolution `s` is every second
+point of the grid at `2s`, and the random initial field is the same function at
+every resolution (band-wise noise, see `solvers._grf`), so
+`make_dataset(n, 2s, seed=q)["outputs"][..., ::2, ::2]` equals
+`make_dataset(n, s, seed=q)["outputs"]` up to the spatial discretisation error
+of the coarse grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._grf import periodic_grf
+
+
+__all__ = [
+    "NSParams",
+    "SHARED_KEYS",
+    "advance",
+    "default_forcing",
+    "enstrophy",
+    "kinetic_energy",
+    "make_dataset",
+    "palinstrophy",
+    "random_vorticity",
+    "solve",
+    "taylor_green",
+]
+
+#: Keys of `make_dataset`'s output that are shared by all samples (no sample axis).
+SHARED_KEYS = ("times",)
+
+
+@dataclasses.dataclass(frozen=True)
+class NSParams:
+    """Parameters of the Navier–Stokes solver.
+
+    - `viscosity`: kinematic viscosity ν > 0 (FNO benchmark: 1e-3, 1e-4, 1e-5).
+    - `dt`: time step > 0. Explicit advection needs `dt · max|u| · s ≲ 1`.
+    - `forcing`: `"fno"` for `0.1(sin 2π(x+y) + cos 2π(x+y))`, `"none"` for zero.
+    - `dealias`: apply the 2/3 rule to the nonlinear term (default True).
+    """
+
+    viscosity: float = 1e-3
+    dt: float = 1e-4
+    forcing: str = "fno"
+    dealias: bool = True
+
+    def __post_init__(self):
+        if not (isinstance(self.viscosity, (int, float)) and self.viscosity > 0):
+            raise ValueError(f"viscosity must be a positive number, got {self.viscosity!r}.")
+        if not (isinstance(self.dt, (int, float)) and self.dt > 0):
+            raise ValueError(f"dt must be a positive number, got {self.dt!r}.")
+        if self.forcing not in ("fno", "none"):
+            raise ValueError(f"forcing must be 'fno' or 'none', got {self.forcing!r}.")
+
+
+def _check_resolution(s: int, name: str = "resolution") -> None:
+    if not isinstance(s, (int, np.integer)) or s < 4 or s % 2:
+        raise ValueError(
+            f"{name} must be an even integer >= 4 for the pseudo-spectral solver, got {s!r}."
+        )
+
+
+def _forcing_np(resolution: int) -> np.ndarray:
+    x = np.arange(resolution) / resolution
+    phase = 2 * np.pi * (x[:, None] + x[None, :])
+    return 0.1 * (np.sin(phase) + np.cos(phase))
+
+
+def default_forcing(resolution: int, dtype=None) -> Float[Array, "s s"]:
+    """The FNO forcing `0.1 (sin 2π(x+y) + cos 2π(x+y))` on `x_i = i/s`."""
+    return jnp.asarray(_forcing_np(resolution), dtype)
+
+
+def _operators(s: int, params: NSParams, dtype):
+    """Wavenumbers (rfft layout), |k|², dealias mask and forcing transform."""
+    kx = np.fft.fftfreq(s) * s
+    ky = np.fft.rfftfreq(s) * s
+    ikx = 2j * np.pi * kx[:, None] * np.ones_like(ky)[None, :]
+    iky = 2j * np.pi * np.ones_like(kx)[:, None] * ky[None, :]
+    lap = 4 * np.pi**2 * (kx[:, None] ** 2 + ky[None, :] ** 2)
+    if params.dealias:
+        mask = (3 * np.abs(kx)[:, None] < s) & (3 * np.abs(ky)[None, :] < s)
+    else:
+        mask = np.ones_like(lap, dtype=bool)
+    inv_lap = np.where(lap == 0, 0.0, 1.0 / np.where(lap == 0, 1.0, lap))
+    if params.forcing == "fno":
+        f_hat = np.fft.rfft2(_forcing_np(s))
+    else:
+        f_hat = np.zeros_like(lap, dtype=complex)
+    cdtype = jnp.result_type(dtype, jnp.complex64)
+    c = lambda a: jnp.asarray(a, cdtype)  # noqa: E731
+    return {
+        "ikx": c(ikx),
+        "iky": c(iky),
+        "inv_lap": jnp.asarray(inv_lap, dtype),
+        "mask": jnp.asarray(mask, dtype),
+        "f_hat": c(f_hat),
+        "lhs": jnp.asarray(1 + 0.5 * params.dt * params.viscosity * lap, dtype),
+        "rhs": jnp.asarray(1 - 0.5 * params.dt * params.viscosity * lap, dtype),
+    }
+
+
+def _nonlinear(w_hat, ops, s):
+    """Transform of `u·∇ω` (dealiased) from the transform of ω."""
+    psi_hat = w_hat * ops["inv_lap"]
+    irfft = lambda a: jnp.fft.irfft2(a, s=(s, s))  # noqa: E731
+    u = irfft(ops["iky"] * psi_hat)
+    v = -irfft(ops["ikx"] * psi_hat)
+    wx = irfft(ops["ikx"] * w_hat)
+    wy = irfft(ops["iky"] * w_hat)
+    return jnp.fft.rfft2(u * wx + v * wy) * ops["mask"]
+
+
+def _step(w_hat, ops, dt, s):
+    """One Crank–Nicolson / Heun step in Fourier space."""
+    n0 = _nonlinear(w_hat, ops, s)
+    base = ops["rhs"] * w_hat + dt * ops["f_hat"]
+    w_tilde = (base - dt * n0) / ops["lhs"]
+    n1 = _nonlinear(w_tilde, ops, s)
+    return (base - 0.5 * dt * (n0 + n1)) / ops["lhs"]
+
+
+def _check_field(w, name="w0"):
+    if w.ndim < 2 or w.shape[-1] != w.shape[-2]:
+        raise ValueError(f"{name} must have shape (..., s, s), got {w.shape}.")
+    _check_resolution(w.shape[-1], f"{name}.shape[-1]")
+    if not jnp.issubdtype(w.dtype, jnp.floating):
+        raise ValueError(f"{name} must be a real floating array, got dtype {w.dtype}.")
+
+
+def _batched(fn, w, *args):
+    lead = w.shape[:-2]
+    flat = w.reshape((-1, *w.shape[-2:]))
+    out = fn(flat, *args)
+    return out.reshape((*lead, *out.shape[1:]))
+
+
+def _advance_one(w, params: NSParams, n_steps):
+    s = w.shape[-1]
+    ops = _operators(s, params, w.dtype)
+    w_hat = jnp.fft.rfft2(w)
+    w_hat = jax.lax.fori_loop(0, n_steps, lambda _, wh: _step(wh, ops, params.dt, s), w_hat)
+    return jnp.fft.irfft2(w_hat, s=(s, s))
+
+
+def advance(
+    w: Float[Array, "*batch s s"], params: NSParams, n_steps: int
+) -> Float[Array, "*batch s s"]:
+    """Advances the vorticity by `n_steps` steps of size `params.dt`.
+
+    For streaming a trajectory chunk by chunk: calling `advance` k times with
+    `n_steps = m` equals one call with `k·m` (up to one FFT round trip of
+    rounding per chunk). Compiled once per shape, dtype and `params`
+    (`n_steps` is a traced value, so changing it does not recompile).
+
+    **Arguments:**
+
+    - `w`: vorticity `(..., s, s)` on `x_i = i/s`, `s` even.
+    - `params`: [`NSParams`][solvers.navier_stokes.NSParams].
+    - `n_steps`: non-negative number of steps.
+
+    **Returns:** the vorticity after `n_steps` steps, same shape and dtype.
+    """
+    w = jnp.asarray(w)
+    _check_field(w, "w")
+    if int(n_steps) < 0:
+        raise ValueError(f"n_steps must be >= 0, got {n_steps!r}.")
+    return _batched(_advance_batch, w, params, jnp.asarray(int(n_steps)))
+
+
+def _record_steps(record_times: Sequence[float], dt: float) -> np.ndarray:
+    times = np.asarray(record_times, dtype=float).reshape(-1)
+    if times.size == 0:
+        raise ValueError("record_times must hold at least one time.")
+    if np.any(times < 0) or np.any(np.diff(times) < 0):
+        raise ValueError(f"record_times must be non-negative and non-decreasing, got {times}.")
+    steps = np.rint(times / dt).astype(np.int64)
+    if not np.allclose(steps * dt, times, rtol=1e-9, atol=1e-9 * max(1.0, times.max())):
+        raise ValueError(
+            f"record_times must be integer multiples of dt={dt}; got {times}. "
+            "Choose dt so that every record time is a whole number of steps."
+        )
+    return np.diff(np.concatenate([[0], steps]))
+
+
+def _solve_one(w0, params: NSParams, increments):
+    s = w0.shape[-1]
+    ops = _operators(s, params, w0.dtype)
+
+    def record(w_hat, count):
+        w_hat = jax.lax.fori_loop(0, count, lambda _, wh: _step(wh, ops, params.dt, s), w_hat)
+        return w_hat, jnp.fft.irfft2(w_hat, s=(s, s))
+
+    _, out = jax.lax.scan(record, jnp.fft.rfft2(w0), increments)
+    return out
+
+
+def solve(
+    w0: Float[Array, "*batch s s"],
+    params: NSParams,
+    record_times: Sequence[float],
+) -> Float[Array, "*batch n_records s s"]:
+    """Integrates from `w0` at t = 0 and returns the vorticity at `record_times`.
+
+    **Arguments:**
+
+    - `w0`: initial vorticity `(s, s)` or a batch `(..., s, s)` on `x_i = i/s`;
+      `s` even; float32 or float64 (the computation runs in this dtype).
+    - `params`: [`NSParams`][solvers.navier_stokes.NSParams].
+    - `record_times`: non-decreasing times, each an integer multiple of
+      `params.dt` (t = 0 returns `w0` itself after one FFT round trip).
+
+    **Returns:** `(..., n_records, s, s)`.
+    """
+    w0 = jnp.asarray(w0)
+    _check_field(w0)
+    increments = jnp.asarray(_record_steps(record_times, params.dt))
+    return _batched(_solve_batch, w0, params, increments)
+
+
+@eqx.filter_jit
+def _solve_batch(w0, params: NSParams, increments):
+    return jax.vmap(_solve_one, in_axes=(0, None, None))(w0, params, increments)
+
+
+@eqx.filter_jit
+def _advance_batch(w, params: NSParams, n_steps):
+    return jax.vmap(_advance_one, in_axes=(0, None, None))(w, params, n_steps)
+
+
+def random_vorticity(
+    key: jax.Array,
+    n: int,
+    resolution: int,
+    *,
+    alpha: float = 2.5,
+    tau: float = 7.0,
+    sigma: float | None = None,
+    dtype=None,
+) -> Float[Array, "n s s"]:
+    """`n` initial vorticities from the Gaussian random field with covariance
+    `sigma² (−Δ + tau² I)^(−alpha)`, by default the FNO benchmark's
+    `7^{3/2} (−Δ + 49 I)^{−2.5}` (`sigma = tau^(alpha − 1)` as in the FNO code).
+
+    Sample `i` uses `jax.random.fold_in(key, i)`, and its Fourier coefficients do
+    not depend on `resolution` (see the module docstring), so a data set can be
+    extended or regenerated at another resolution sample by sample.
+
+    **Returns:** `(n, s, s)` in `dtype` (default: JAX's default float).
+    """
+    _check_resolution(resolution)
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n!r}.")
+    sigma = tau ** (alpha - 1.0) if sigma is None else sigma
+    fields = [
+        periodic_grf(
+            jax.random.fold_in(key, i), resolution, alpha=alpha, tau=tau, sigma=sigma, dtype=dtype
+        )
+        for i in range(n)
+    ]
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    return jnp.stack(fields) if fields else jnp.zeros((0, resolution, resolution), dtype)
+
+
+def make_dataset(
+    n: int,
+    resolution: int,
+    *,
+    seed: int,
+    viscosity: float = 1e-3,
+    t_final: float = 10.0,
+    record_every: float = 1.0,
+    dt: float = 1e-3,
+    forcing: str = "fno",
+    start: int = 0,
+    batch_size: int = 32,
+) -> dict[str, np.ndarray]:
+    """Navier–Stokes trajectories from random initial vorticity.
+
+    Sample `i` (global index `start + i`) depends only on `(seed, start + i)`:
+    its initial field is `random_vorticity(jax.random.key(seed), ...)`'s sample
+    `start + i`. Computed in JAX's default float (float32 unless x64 is on).
+
+    **Arguments:**
+
+    - `n`, `resolution`: number of samples and grid size `s` (even).
+    - `seed`: integer seed.
+    - `viscosity`, `dt`, `forcing`: see [`NSParams`][solvers.navier_stokes.NSParams].
+    - `t_final`, `record_every`: records at `record_every, 2·record_every, …,
+      t_final` (multiples of `dt`).
+    - `start`: index of the first sample (to extend or resume a data set).
+    - `batch_size`: trajectories integrated together (memory vs speed only).
+
+    **Returns:** `{"inputs": (n, s, s) initial vorticity, "outputs": (n, n_records,
+    s, s) vorticity at the record times, "times": (n_records,)}`.
+    """
+    params = NSParams(viscosity=viscosity, dt=dt, forcing=forcing)
+    _check_resolution(resolution)
+    if not record_every > 0 or not t_final >= record_every:
+        raise ValueError(
+            f"need 0 < record_every <= t_final, got record_every={record_every}, t_final={t_final}."
+        )
+    n_records = int(round(t_final / record_every))
+    if not math.isclose(n_records * record_every, t_final, rel_tol=1e-9):
+        raise ValueError(f"t_final={t_final} must be a multiple of record_every={record_every}.")
+    times = record_every * np.arange(1, n_records + 1)
+    _record_steps(times, dt)
+    key = jax.random.key(seed)
+    inputs, outputs = [], []
+    for lo in range(0, n, batch_size):
+        m = min(batch_size, n - lo)
+        keys = [jax.random.fold_in(key, start + lo + i) for i in range(m)]
+        sigma = 7.0**1.5
+        w0 = jnp.stack([periodic_grf(k, resolution, alpha=2.5, tau=7.0, sigma=sigma) for k in keys])
+        out = np.asarray(solve(w0, params, times))
+        if not np.all(np.isfinite(out)):
+            raise FloatingPointError(
+                f"the Navier–Stokes solution blew up (dt={dt} too large for resolution "
+                f"{resolution}?); lower dt."
+            )
+        inputs.append(np.asarray(w0))
+        outputs.append(out)
+    dtype = jnp.result_type(float)
+    empty = np.zeros((0, resolution, resolution), dtype)
+    return {
+        "inputs": np.concatenate(inputs) if inputs else empty,
+        "outputs": np.concatenate(outputs)
+        if outputs
+        else np.zeros((0, n_records, resolution, resolution), dtype),
+        "times": times,
+    }
+
+
+def taylor_green(
+    resolution: int, k: int = 1, amplitude: float = 1.0, dtype=None
+) -> Float[Array, "s s"]:
+    """The vorticity `amplitude · sin(2πkx) sin(2πky)`: without forcing it is an
+    exact solution decaying as `exp(−8π²k²νt)` (the nonlinear term vanishes)."""
+    x = np.arange(resolution) / resolution
+    w = amplitude * np.sin(2 * np.pi * k * x)[:, None] * np.sin(2 * np.pi * k * x)[None, :]
+    return jnp.asarray(w, dtype)
+
+
+def _spectral_sums(w, weight_fn):
+    s = w.shape[-1]
+    w_hat = jnp.fft.fft2(w) / (s * s)
+    k = np.fft.fftfreq(s) * s
+    k2 = 4 * np.pi**2 * (k[:, None] ** 2 + k[None, :] ** 2)
+    return jnp.sum(weight_fn(k2) * jnp.abs(w_hat) ** 2, axis=(-2, -1))
+
+
+def enstrophy(w: Float[Array, "*batch s s"]) -> Float[Array, "*batch"]:
+    """`∫ ω² dx` over the unit square (Parseval, exact for band-limited ω)."""
+    return _spectral_sums(w, lambda k2: np.ones_like(k2))
+
+
+def palinstrophy(w: Float[Array, "*batch s s"]) -> Float[Array, "*batch"]:
+    """`∫ |∇ω|² dx`; the enstrophy budget is `dZ/dt = −2ν P + 2∫fω`."""
+    return _spectral_sums(w, lambda k2: k2)
+
+
+def kinetic_energy(w: Float[Array, "*batch s s"]) -> Float[Array, "*batch"]:
+    """`∫ |u|² dx = Σ_k |ω̂_k|²/|k|²`; unforced, `dE/dt = −2ν Z`."""
+    return _spectral_sums(w, lambda k2: np.where(k2 == 0, 0.0, 1 / np.where(k2 == 0, 1, k2)))
