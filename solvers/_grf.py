@@ -121,3 +121,33 @@ def cosine_grf(
     amp = sigma * (math.pi**2 * k2 + tau**2) ** (-alpha / 2)
     amp[0, 0] = 0.0
     return phi @ (amp * noise) @ phi.T
+
+
+def periodic_noise_1d(key: jax.Array, resolution: int) -> Float[Array, "2 s"]:
+    """The 1-D analogue of `periodic_noise`: band `b` (modes `2**(b-1) <= |k| <
+    2**b`) drawn from `fold_in(key, b)` at a fixed size; `|k| >= s/2` zero."""
+    s = resolution
+    k = np.rint(np.fft.fftfreq(s) * s).astype(int)
+    resolved = 2 * np.abs(k) < s
+    band = _band_of(np.abs(k))
+    out = jnp.zeros((2, s), jnp.float32)
+    for b in range(1, _n_bands(int(np.abs(k)[resolved].max(initial=0))) + 1):
+        size = 2 ** (b + 1)
+        draw = jax.random.normal(jax.random.fold_in(key, b), (2, size), jnp.float32)
+        out = jnp.where(jnp.asarray((band == b) & resolved), draw[:, k % size], out)
+    return out
+
+
+def periodic_grf_1d(
+    key: jax.Array, resolution: int, *, alpha: float, tau: float, sigma: float, dtype=None
+) -> Float[Array, " s"]:
+    """1-D periodic field with covariance `sigma² (−d²/dx² + tau²)^(−alpha)` on
+    `x_i = i/s`, mean mode left out (same construction as `periodic_grf`)."""
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    s = resolution
+    noise = periodic_noise_1d(key, s).astype(dtype)
+    xi = (noise[0] + 1j * noise[1]) / math.sqrt(2.0)
+    k = np.fft.fftfreq(s) * s
+    amp = math.sqrt(2.0) * sigma * (4 * math.pi**2 * k**2 + tau**2) ** (-alpha / 2)
+    amp[0] = 0.0
+    return jnp.fft.ifft(jnp.asarray(amp, dtype) * xi * s).real.astype(dtype)
