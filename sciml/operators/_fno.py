@@ -1,0 +1,406 @@
+"""FNO and TFNO (Li et al. 2021; Kossaifi et al., MG-TFNO), neuraloperator's conventions."""
+
+import math
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ._layers import (
+    NORMS,
+    SKIPS,
+    ChannelMLP,
+    grid_embedding,
+    make_norm,
+    make_skip,
+    pad_domain,
+    padding_widths,
+    unpad_domain,
+)
+from ._spectral import (
+    IMPLEMENTATIONS,
+    SpectralConv,
+    _check_n_modes,
+    check_input,
+    kept_shape,
+    spectral_conv,
+)
+from ._tensors import JointTuckerTensor
+
+
+EMBEDDINGS = (None, "grid")
+STABILIZERS = (None, "tanh")
+
+
+class JointSpectralConv(eqx.Module):
+    """The spectral convolutions of `n_layers` layers with one joint Tucker weight.
+
+    The weights of all layers form one tensor `(n_layers, C_in, C_out, *modes)`
+    stored as a `JointTuckerTensor`: a shared core and shared channel/mode
+    factors, and one row of the layer factor per layer. Each layer keeps its
+    own bias.
+
+    **Arguments:** as `SpectralConv`, plus `n_layers`; `rank` is a fraction of
+    the dense parameter count of all layers together (or explicit Tucker ranks,
+    layer mode first).
+    """
+
+    weight: JointTuckerTensor
+    bias: Float[Array, " n_layers out_channels"] | None
+    n_modes: tuple[int, ...] = eqx.field(static=True)
+    implementation: str = eqx.field(static=True)
+    separable: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        n_modes,
+        n_layers: int,
+        *,
+        rank=0.1,
+        implementation: str = "factorized",
+        separable: bool = False,
+        bias: bool = True,
+        init_std: float | str = "auto",
+        dtype=None,
+        key: PRNGKeyArray,
+    ):
+        self.n_modes = _check_n_modes(n_modes)
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}."
+            )
+        if separable and in_channels != out_channels:
+            raise ValueError("`separable=True` needs in_channels == out_channels.")
+        self.implementation, self.separable = implementation, bool(separable)
+        std = math.sqrt(2.0 / (in_channels + out_channels)) if init_std == "auto" else init_std
+        channels = (in_channels,) if separable else (in_channels, out_channels)
+        key_w, key_b = jax.random.split(key)
+        self.weight = JointTuckerTensor(
+            n_layers, channels + kept_shape(self.n_modes), rank, std=std, dtype=dtype, key=key_w
+        )
+        dtype = jnp.result_type(float) if dtype is None else dtype
+        self.bias = (
+            std * jax.random.normal(key_b, (n_layers, out_channels), dtype) if bias else None
+        )
+
+    def __call__(
+        self, x: Float[Array, " in_channels *grid"], *, layer: int, output_shape=None
+    ) -> Float[Array, " out_channels *out_grid"]:
+        """The spectral convolution of layer `layer` (a Python int)."""
+        return spectral_conv(
+            x,
+            self.weight.layer(layer),
+            None if self.bias is None else self.bias[layer],
+            self.n_modes,
+            output_shape=output_shape,
+            separable=self.separable,
+            implementation=self.implementation,
+        )
+
+
+class FNOBlock(eqx.Module):
+    """One Fourier layer with its skips, channel MLP and norms (neuraloperator's `FNOBlocks`).
+
+    Post-activation (default), with σ the activation and `last` the last layer:
+    `z = norm(K v) + skip_fno(v)`, σ unless last; `z = MLP(z) + skip_mlp(v)`,
+    norm, σ unless last. Preactivation: `v ← norm(σ(v))` first, then
+    `z = K v + skip_fno(v)`, σ unless last, norm, `z = MLP(z) + skip_mlp(v)`.
+    With `stabilizer="tanh"` the convolution sees `tanh(v)`.
+    """
+
+    conv: SpectralConv | None
+    fno_skip: eqx.Module
+    channel_mlp: ChannelMLP | None
+    channel_mlp_skip: eqx.Module | None
+    norms: list
+    activation: Callable = eqx.field(static=True)
+    last: bool = eqx.field(static=True)
+    preactivation: bool = eqx.field(static=True)
+    stabilizer: str | None = eqx.field(static=True)
+
+    def __call__(self, x: Float[Array, " channels *grid"], *, conv: Callable | None = None):
+        conv = self.conv if conv is None else conv
+        act = self.activation
+        if self.preactivation:
+            x = act(x)
+            if self.norms:
+                x = self.norms[0](x)
+        skip_fno = self.fno_skip(x)
+        skip_mlp = None if self.channel_mlp is None else self.channel_mlp_skip(x)
+        x_conv = conv(jnp.tanh(x) if self.stabilizer == "tanh" else x)
+        if self.norms and not self.preactivation:
+            x_conv = self.norms[0](x_conv)
+        x = x_conv + skip_fno
+        if self.preactivation:
+            if self.channel_mlp is not None:
+                if not self.last:
+                    x = act(x)
+                if self.norms:
+                    x = self.norms[1](x)
+                x = self.channel_mlp(x) + skip_mlp
+            return x
+        if not self.last:
+            x = act(x)
+        if self.channel_mlp is not None:
+            x = self.channel_mlp(x) + skip_mlp
+            if self.norms:
+                x = self.norms[1](x)
+            if not self.last:
+                x = act(x)
+        return x
+
+
+class FNO(eqx.Module):
+    """Fourier neural operator on one sample `(in_channels, N_1, ..., N_d)`.
+
+    Grid embedding → lifting MLP → optional zero domain padding → `n_layers`
+    Fourier blocks → crop → projection MLP. Argument names follow
+    `neuraloperator.FNO`.
+
+    **Arguments:**
+
+    - `n_modes`: total Fourier modes kept per axis (int for 1-D); its length is
+      the number of spatial dims `d`.
+    - `in_channels`, `out_channels`, `hidden_channels`, `n_layers` (default 4).
+    - `lifting_channel_ratio`, `projection_channel_ratio` (default 2): hidden
+      width of the lifting/projection MLPs in units of `hidden_channels`
+      (0: a single linear map).
+    - `positional_embedding`: `"grid"` (append `x_i = j/N_i`) or None.
+    - `non_linearity`: activation (default GELU).
+    - `norm`: None, `"instance"` or `"group"`.
+    - `use_channel_mlp`, `channel_mlp_expansion` (0.5), `channel_mlp_skip`
+      (`"soft-gating"`), `fno_skip` (`"linear"`): skips in
+      `"linear"`, `"soft-gating"`, `"identity"`, `"none"`.
+    - `domain_padding`: fraction (or one per axis) of zero padding on both sides.
+    - `preactivation`, `stabilizer` (None or `"tanh"`).
+    - `factorization` (None/"dense", "cp", "tucker", "tt"), `rank`,
+      `implementation` ("factorized"/"reconstructed"), `separable`: spectral weights.
+    - `joint_factorization`: one Tucker tensor for the weights of all layers
+      (needs `factorization="tucker"`).
+    - `dtype`: real parameter dtype; `key`: keyword-only PRNG key.
+    """
+
+    lifting: ChannelMLP
+    blocks: list[FNOBlock]
+    joint_conv: JointSpectralConv | None
+    projection: ChannelMLP
+    n_modes: tuple[int, ...] = eqx.field(static=True)
+    in_channels: int = eqx.field(static=True)
+    out_channels: int = eqx.field(static=True)
+    hidden_channels: int = eqx.field(static=True)
+    n_layers: int = eqx.field(static=True)
+    positional_embedding: str | None = eqx.field(static=True)
+    domain_padding: float | tuple[float, ...] | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        n_modes: int | Sequence[int],
+        in_channels: int,
+        out_channels: int,
+        hidden_channels: int,
+        n_layers: int = 4,
+        *,
+        lifting_channel_ratio: float = 2,
+        projection_channel_ratio: float = 2,
+        positional_embedding: str | None = "grid",
+        non_linearity: Callable = jax.nn.gelu,
+        norm: str | None = None,
+        use_channel_mlp: bool = True,
+        channel_mlp_expansion: float = 0.5,
+        channel_mlp_skip: str = "soft-gating",
+        fno_skip: str = "linear",
+        domain_padding: float | Sequence[float] | None = None,
+        preactivation: bool = False,
+        stabilizer: str | None = None,
+        factorization: str | None = None,
+        rank: float | int | Sequence[int] = 1.0,
+        implementation: str = "factorized",
+        separable: bool = False,
+        joint_factorization: bool = False,
+        dtype=None,
+        key: PRNGKeyArray,
+    ):
+        self.n_modes = _check_n_modes(n_modes)
+        d = len(self.n_modes)
+        for name, value in (
+            ("in_channels", in_channels),
+            ("out_channels", out_channels),
+            ("hidden_channels", hidden_channels),
+            ("n_layers", n_layers),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        if positional_embedding not in EMBEDDINGS:
+            raise ValueError(
+                f"`positional_embedding` must be one of {EMBEDDINGS}, got {positional_embedding!r}."
+            )
+        if norm not in NORMS:
+            raise ValueError(f"`norm` must be one of {NORMS}, got {norm!r}.")
+        if stabilizer not in STABILIZERS:
+            raise ValueError(f"`stabilizer` must be one of {STABILIZERS}, got {stabilizer!r}.")
+        for name, value in (("fno_skip", fno_skip), ("channel_mlp_skip", channel_mlp_skip)):
+            if value not in SKIPS:
+                raise ValueError(f"`{name}` must be one of {SKIPS}, got {value!r}.")
+        if joint_factorization and (factorization or "").lower() != "tucker":
+            raise ValueError(
+                "`joint_factorization=True` needs factorization='tucker', "
+                f"got factorization={factorization!r}."
+            )
+        padding_widths(domain_padding, (1,) * d)  # validates the number of fractions
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.hidden_channels, self.n_layers = hidden_channels, n_layers
+        self.positional_embedding = positional_embedding
+        self.domain_padding = (
+            domain_padding
+            if domain_padding is None or isinstance(domain_padding, int | float)
+            else tuple(domain_padding)
+        )
+
+        keys = iter(jax.random.split(key, 4 + 4 * n_layers))
+        lift_in = in_channels + (d if positional_embedding == "grid" else 0)
+        lift_hidden = round(lifting_channel_ratio * hidden_channels)
+        self.lifting = ChannelMLP(
+            lift_in,
+            hidden_channels,
+            lift_hidden,
+            n_layers=2 if lift_hidden > 0 else 1,
+            activation=non_linearity,
+            dtype=dtype,
+            key=next(keys),
+        )
+        proj_hidden = round(projection_channel_ratio * hidden_channels)
+        self.projection = ChannelMLP(
+            hidden_channels,
+            out_channels,
+            proj_hidden,
+            n_layers=2 if proj_hidden > 0 else 1,
+            activation=non_linearity,
+            dtype=dtype,
+            key=next(keys),
+        )
+        conv_kwargs = dict(
+            rank=rank, implementation=implementation, separable=separable, dtype=dtype
+        )
+        if joint_factorization:
+            self.joint_conv = JointSpectralConv(
+                hidden_channels,
+                hidden_channels,
+                self.n_modes,
+                n_layers,
+                key=next(keys),
+                **conv_kwargs,
+            )
+        else:
+            self.joint_conv = None
+        mlp_hidden = round(channel_mlp_expansion * hidden_channels)
+        blocks = []
+        for layer in range(n_layers):
+            conv = None
+            if not joint_factorization:
+                conv = SpectralConv(
+                    hidden_channels,
+                    hidden_channels,
+                    self.n_modes,
+                    factorization=factorization,
+                    key=next(keys),
+                    **conv_kwargs,
+                )
+            n_norms = 2 if use_channel_mlp else 1
+            blocks.append(
+                FNOBlock(
+                    conv=conv,
+                    fno_skip=make_skip(
+                        fno_skip, hidden_channels, hidden_channels, dtype=dtype, key=next(keys)
+                    ),
+                    channel_mlp=(
+                        ChannelMLP(
+                            hidden_channels,
+                            hidden_channels,
+                            mlp_hidden,
+                            n_layers=2,
+                            activation=non_linearity,
+                            dtype=dtype,
+                            key=next(keys),
+                        )
+                        if use_channel_mlp
+                        else None
+                    ),
+                    channel_mlp_skip=(
+                        make_skip(
+                            channel_mlp_skip,
+                            hidden_channels,
+                            hidden_channels,
+                            dtype=dtype,
+                            key=next(keys),
+                        )
+                        if use_channel_mlp
+                        else None
+                    ),
+                    norms=[make_norm(norm, hidden_channels, dtype=dtype) for _ in range(n_norms)]
+                    if norm is not None
+                    else [],
+                    activation=non_linearity,
+                    last=layer == n_layers - 1,
+                    preactivation=preactivation,
+                    stabilizer=stabilizer,
+                )
+            )
+        self.blocks = blocks
+
+    def __call__(
+        self, x: Float[Array, " in_channels *grid"]
+    ) -> Float[Array, " out_channels *grid"]:
+        """**Arguments:** one sample `(in_channels, N_1, ..., N_d)` (any grid size
+        that holds the kept modes). **Returns:** `(out_channels, N_1, ..., N_d)`."""
+        check_input(x, self.in_channels, len(self.n_modes), type(self).__name__)
+        if self.positional_embedding == "grid":
+            x = grid_embedding(x)
+        x = self.lifting(x)
+        widths = padding_widths(self.domain_padding, x.shape[1:])
+        if any(widths):
+            x = pad_domain(x, widths)
+        for layer, block in enumerate(self.blocks):
+            if self.joint_conv is None:
+                x = block(x)
+            else:
+                x = block(x, conv=lambda v, layer=layer: self.joint_conv(v, layer=layer))
+        if any(widths):
+            x = unpad_domain(x, widths)
+        return self.projection(x)
+
+
+class TFNO(FNO):
+    """Tensorized FNO: `FNO` with Tucker-factorised spectral weights by default.
+
+    Same arguments as `FNO`, with defaults `factorization="tucker"` and
+    `rank=0.1` (10% of the dense spectral parameters per layer).
+    """
+
+    def __init__(
+        self,
+        n_modes: int | Sequence[int],
+        in_channels: int,
+        out_channels: int,
+        hidden_channels: int,
+        n_layers: int = 4,
+        *,
+        factorization: str | None = "tucker",
+        rank: float | int | Sequence[int] = 0.1,
+        key: PRNGKeyArray,
+        **kwargs,
+    ):
+        super().__init__(
+            n_modes,
+            in_channels,
+            out_channels,
+            hidden_channels,
+            n_layers,
+            factorization=factorization,
+            rank=rank,
+            key=key,
+            **kwargs,
+        )

@@ -1,0 +1,211 @@
+"""Pointwise layers of FNO: 1×1 convolutions, channel MLPs, skips, norms, embedding.
+
+All act on one sample `(channels, *grid)`.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+
+SKIPS = ("linear", "soft-gating", "identity", "none")
+NORMS = (None, "instance", "group")
+
+
+def _dtype(dtype):
+    return jnp.result_type(float) if dtype is None else dtype
+
+
+class PointwiseLinear(eqx.Module):
+    """A 1×1 convolution: `y[o, x] = Σ_i A[o, i] v[i, x] + b[o]`.
+
+    Initialised like `torch.nn.Conv*d`: entries uniform in `±1/sqrt(in_channels)`.
+
+    **Arguments:** `in_channels`, `out_channels`, `use_bias`, `dtype`, keyword-only `key`.
+    """
+
+    weight: Float[Array, " out_channels in_channels"]
+    bias: Float[Array, " out_channels"] | None
+
+    def __init__(
+        self, in_channels: int, out_channels: int, *, use_bias: bool = True, dtype=None, key
+    ):
+        dtype = _dtype(dtype)
+        bound = 1.0 / math.sqrt(in_channels)
+        n_weight = out_channels * in_channels
+        # one random draw for weight and bias (one kernel to compile, not two)
+        flat = jax.random.uniform(
+            key, (n_weight + out_channels,), dtype, minval=-bound, maxval=bound
+        )
+        self.weight = flat[:n_weight].reshape(out_channels, in_channels)
+        self.bias = flat[n_weight:] if use_bias else None
+
+    def __call__(
+        self, x: Float[Array, " in_channels *grid"]
+    ) -> Float[Array, " out_channels *grid"]:
+        y = jnp.tensordot(self.weight, x, axes=1)
+        if self.bias is not None:
+            y = y + self.bias.reshape((-1,) + (1,) * (x.ndim - 1))
+        return y
+
+
+class ChannelMLP(eqx.Module):
+    """Pointwise MLP over channels: `n_layers` 1×1 convolutions with `activation` between.
+
+    **Arguments:** `in_channels`, `out_channels`, `hidden_channels`, `n_layers`
+    (>= 1; 1 is a single linear map), `activation`, `dtype`, keyword-only `key`.
+    """
+
+    layers: list[PointwiseLinear]
+    activation: Callable = eqx.field(static=True)
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        hidden_channels: int,
+        n_layers: int = 2,
+        *,
+        activation: Callable = jax.nn.gelu,
+        dtype=None,
+        key: PRNGKeyArray,
+    ):
+        if n_layers < 1:
+            raise ValueError(f"ChannelMLP `n_layers` must be >= 1, got {n_layers}.")
+        sizes = [in_channels] + [hidden_channels] * (n_layers - 1) + [out_channels]
+        keys = jax.random.split(key, n_layers)
+        self.layers = [
+            PointwiseLinear(a, b, dtype=dtype, key=k)
+            for a, b, k in zip(sizes[:-1], sizes[1:], keys)
+        ]
+        self.activation = activation
+
+    def __call__(
+        self, x: Float[Array, " in_channels *grid"]
+    ) -> Float[Array, " out_channels *grid"]:
+        for layer in self.layers[:-1]:
+            x = self.activation(layer(x))
+        return self.layers[-1](x)
+
+
+class SoftGating(eqx.Module):
+    """Per-channel scaling `y = w ⊙ v` (+ bias), `w` initialised to 1."""
+
+    weight: Float[Array, " channels"]
+    bias: Float[Array, " channels"] | None
+
+    def __init__(self, channels: int, *, use_bias: bool = False, dtype=None):
+        dtype = _dtype(dtype)
+        self.weight = jnp.ones((channels,), dtype)
+        self.bias = jnp.ones((channels,), dtype) if use_bias else None
+
+    def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, " channels *grid"]:
+        shape = (-1,) + (1,) * (x.ndim - 1)
+        y = self.weight.reshape(shape) * x
+        return y if self.bias is None else y + self.bias.reshape(shape)
+
+
+class Identity(eqx.Module):
+    def __call__(self, x):
+        return x
+
+
+class Zero(eqx.Module):
+    """The "none" skip: contributes nothing."""
+
+    def __call__(self, x):
+        return jnp.zeros_like(x)
+
+
+def make_skip(kind: str, in_channels: int, out_channels: int, *, dtype=None, key) -> eqx.Module:
+    """Skip connection: `"linear"` (1×1 conv, no bias), `"soft-gating"`, `"identity"`, `"none"`."""
+    if kind == "linear":
+        return PointwiseLinear(in_channels, out_channels, use_bias=False, dtype=dtype, key=key)
+    if kind in ("soft-gating", "identity") and in_channels != out_channels:
+        raise ValueError(f"a {kind!r} skip needs in_channels == out_channels.")
+    if kind == "soft-gating":
+        return SoftGating(in_channels, dtype=dtype)
+    if kind == "identity":
+        return Identity()
+    if kind == "none":
+        return Zero()
+    raise ValueError(f"skip type must be one of {SKIPS}, got {kind!r}.")
+
+
+class InstanceNorm(eqx.Module):
+    """Normalises every channel over the grid (no learned affine map), eps 1e-5."""
+
+    eps: float = eqx.field(static=True, default=1e-5)
+
+    def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, " channels *grid"]:
+        axes = tuple(range(1, x.ndim))
+        mean = jnp.mean(x, axis=axes, keepdims=True)
+        var = jnp.var(x, axis=axes, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + self.eps)
+
+
+class GroupNorm(eqx.Module):
+    """Group norm with one group (all channels and grid points), per-channel affine map."""
+
+    weight: Float[Array, " channels"]
+    bias: Float[Array, " channels"]
+    eps: float = eqx.field(static=True, default=1e-5)
+
+    def __init__(self, channels: int, *, eps: float = 1e-5, dtype=None):
+        dtype = _dtype(dtype)
+        self.weight = jnp.ones((channels,), dtype)
+        self.bias = jnp.zeros((channels,), dtype)
+        self.eps = eps
+
+    def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, " channels *grid"]:
+        mean, var = jnp.mean(x), jnp.var(x)
+        shape = (-1,) + (1,) * (x.ndim - 1)
+        y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+        return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+def make_norm(kind: str | None, channels: int, *, dtype=None) -> eqx.Module | None:
+    if kind is None:
+        return None
+    if kind == "instance":
+        return InstanceNorm()
+    if kind == "group":
+        return GroupNorm(channels, dtype=dtype)
+    raise ValueError(f"`norm` must be one of {NORMS}, got {kind!r}.")
+
+
+def grid_embedding(x: Float[Array, " channels *grid"]) -> Float[Array, " channels+d *grid"]:
+    """Appends `d` coordinate channels `x_i = j / N_i`, `j = 0..N_i−1` (on [0, 1))."""
+    grid = x.shape[1:]
+    coords = jnp.meshgrid(*[jnp.arange(n, dtype=x.dtype) / n for n in grid], indexing="ij")
+    return jnp.concatenate([x, jnp.stack(coords)], axis=0)
+
+
+def padding_widths(domain_padding: float | Sequence[float] | None, grid: Sequence[int]) -> tuple:
+    """Zero-padding `round(f_i · N_i)` per axis for `domain_padding` f."""
+    if domain_padding is None:
+        return (0,) * len(grid)
+    fractions = (
+        (float(domain_padding),) * len(grid)
+        if isinstance(domain_padding, int | float)
+        else tuple(float(f) for f in domain_padding)
+    )
+    if len(fractions) != len(grid):
+        raise ValueError(
+            f"`domain_padding` needs one fraction or {len(grid)} (one per axis), got {domain_padding!r}."
+        )
+    return tuple(int(round(f * n)) for f, n in zip(fractions, grid))
+
+
+def pad_domain(x: Array, widths: Sequence[int]) -> Array:
+    """Symmetric zero padding of the grid axes of `(channels, *grid)`."""
+    return jnp.pad(x, [(0, 0)] + [(w, w) for w in widths])
+
+
+def unpad_domain(x: Array, widths: Sequence[int]) -> Array:
+    """Crops what `pad_domain` added."""
+    return x[(slice(None),) + tuple(slice(w, x.shape[i + 1] - w) for i, w in enumerate(widths))]

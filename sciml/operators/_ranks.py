@@ -1,0 +1,146 @@
+"""Rank rules for CP, Tucker and tensor-train weights (tensorly's conventions).
+
+A float `rank` is a fraction of the dense parameter count; an int (or a
+sequence of ints) gives the ranks explicitly. The float rules reproduce
+`tensorly.decomposition` `validate_cp_rank`, `validate_tucker_rank` and
+`validate_tt_rank` (rounding "round", i.e. round-half-to-even like numpy), so
+parameter counts match `tensorly-torch` / `neuraloperator` models.
+"""
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.optimize import brentq
+
+
+FACTORIZATIONS = ("dense", "cp", "tucker", "tt")
+
+
+def _check_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 2 or any(s < 1 for s in shape):
+        raise ValueError(f"tensor shape must have at least 2 positive dims, got {shape}.")
+    return shape
+
+
+def _check_float_rank(rank: float) -> float:
+    if not (rank > 0 and math.isfinite(rank)):
+        raise ValueError(
+            f"`rank` as a float is a fraction of the dense size and must be > 0, got {rank}."
+        )
+    return float(rank)
+
+
+def cp_rank(shape: Sequence[int], rank: float | int) -> int:
+    """CP rank `R`. A float `rank` ρ gives `R = round(ρ·∏shape / Σshape)`.
+
+    **Raises:** `ValueError` when the rank is not positive (e.g. ρ so small that
+    `R` rounds to 0).
+    """
+    shape = _check_shape(shape)
+    if isinstance(rank, bool) or not isinstance(rank, int | float | np.integer | np.floating):
+        raise ValueError(f"CP `rank` must be a float fraction or a positive int, got {rank!r}.")
+    if isinstance(rank, float | np.floating):
+        fraction = _check_float_rank(rank)
+        rank = int(np.round(np.prod(shape) * fraction / np.sum(shape)))
+        if rank < 1:
+            raise ValueError(
+                f"`rank`={fraction} gives a CP rank of 0 for a weight of shape {shape} "
+                f"(zero parameters); use a fraction >= {0.5 * np.sum(shape) / np.prod(shape):.3g} "
+                "or an int rank >= 1."
+            )
+    rank = int(rank)
+    if rank < 1:
+        raise ValueError(f"CP `rank` must be >= 1, got {rank}.")
+    return rank
+
+
+def tucker_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> tuple[int, ...]:
+    """Tucker ranks, one per mode.
+
+    A float ρ solves `c^N ∏shape + c Σ shape_k² = ρ ∏shape` for `c` (Brent's
+    method, as tensorly) and takes `r_k = max(round(c·shape_k), 1)`; an int is
+    used for every mode; a sequence gives the ranks mode by mode.
+    """
+    shape = _check_shape(shape)
+    if isinstance(rank, float | np.floating):
+        fraction = _check_float_rank(rank)
+        n_param = float(np.prod(shape))
+        squared = float(np.sum([s**2 for s in shape]))
+        order = len(shape)
+
+        def excess(c):
+            return n_param * c**order + squared * c - fraction * n_param
+
+        c = brentq(excess, 0.0, max(fraction, 1.0))
+        return tuple(max(int(np.round(s * c)), 1) for s in shape)
+    if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
+        ranks = (int(rank),) * len(shape)
+    elif isinstance(rank, Sequence) and len(rank) == len(shape):
+        ranks = tuple(int(r) for r in rank)
+    else:
+        raise ValueError(
+            f"Tucker `rank` must be a float fraction, an int or {len(shape)} ints "
+            f"(one per mode of {shape}), got {rank!r}."
+        )
+    if any(r < 1 for r in ranks):
+        raise ValueError(f"Tucker ranks must be >= 1, got {ranks}.")
+    return ranks
+
+
+def tt_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> tuple[int, ...]:
+    """Tensor-train ranks `(1, r_1, ..., r_{N-1}, 1)`.
+
+    A float ρ takes ranks proportional to the mean of adjacent dims,
+    `r_k = max(round(c·(n_k + n_{k+1})/2), 1)`, with `c` the positive root of the
+    quadratic that makes the cores hold ρ·∏shape parameters (tensorly's rule).
+    An int is used for every inner rank; a sequence gives either the N+1 ranks
+    (boundary ranks 1) or the N−1 inner ones.
+    """
+    shape = _check_shape(shape)
+    order = len(shape)
+    if isinstance(rank, float | np.floating):
+        fraction = _check_float_rank(rank)
+        avg = [(shape[i] + shape[i + 1]) / 2 for i in range(order - 1)]
+        if len(avg) > 1:
+            a = sum(avg[i - 1] * shape[i] * avg[i] for i in range(1, order - 1))
+        else:
+            a = avg[0] ** 2 * shape[0]
+        b = shape[0] * avg[0] + shape[-1] * avg[-1]
+        c = -np.prod(shape) * fraction
+        root = (-b + np.sqrt(b**2 - 4 * a * c)) / (2 * a)
+        return (1, *(max(int(np.round(d * root)), 1) for d in avg), 1)
+    if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
+        ranks = (1,) + (int(rank),) * (order - 1) + (1,)
+    elif isinstance(rank, Sequence) and len(rank) == order + 1:
+        ranks = tuple(int(r) for r in rank)
+        if ranks[0] != 1 or ranks[-1] != 1:
+            raise ValueError(f"TT boundary ranks must be 1, got {ranks}.")
+    elif isinstance(rank, Sequence) and len(rank) == order - 1:
+        ranks = (1, *(int(r) for r in rank), 1)
+    else:
+        raise ValueError(
+            f"TT `rank` must be a float fraction, an int, {order + 1} ranks (boundary 1s) "
+            f"or {order - 1} inner ranks for shape {shape}, got {rank!r}."
+        )
+    if any(r < 1 for r in ranks):
+        raise ValueError(f"TT ranks must be >= 1, got {ranks}.")
+    return ranks
+
+
+def factorized_size(factorization: str, shape: Sequence[int], rank) -> int:
+    """Number of complex entries of a weight of `shape` stored with `factorization`."""
+    shape = _check_shape(shape)
+    if factorization == "dense":
+        return int(np.prod(shape))
+    if factorization == "cp":
+        r = cp_rank(shape, rank)
+        return r * (sum(shape) + 1)
+    if factorization == "tucker":
+        ranks = tucker_rank(shape, rank)
+        return int(np.prod(ranks)) + sum(s * r for s, r in zip(shape, ranks))
+    if factorization == "tt":
+        ranks = tt_rank(shape, rank)
+        return sum(ranks[k] * shape[k] * ranks[k + 1] for k in range(len(shape)))
+    raise ValueError(f"`factorization` must be one of {FACTORIZATIONS}, got {factorization!r}.")

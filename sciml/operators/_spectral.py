@@ -1,0 +1,306 @@
+"""Spectral convolution: the Fourier layer of FNO with dense or factorised weights.
+
+For an input `v` of shape `(C_in, N_1, ..., N_d)`:
+
+1. `v̂ = rfftn(v, norm="forward")` (divides by `∏N`, so the weight acts on
+   resolution-independent Fourier coefficients);
+2. keep a centred block of modes: along every axis but the last, the `m_i`
+   frequencies `-(m_i//2), ..., m_i - m_i//2 - 1`; along the last (real-FFT)
+   axis the first `m_d//2 + 1`. `n_modes` counts the *total* modes per axis,
+   like `neuraloperator`;
+3. `ŷ[o, k] = Σ_i v̂[i, k] W[i, o, k]` (separable: `ŷ[c, k] = v̂[c, k] W[c, k]`);
+4. zero-fill to the output grid (any size: super-resolution), inverse FFT on the
+   leading axes, zero the imaginary part of the DC and Nyquist columns of the
+   real-FFT axis (so the result is the same on every FFT backend), inverse
+   real FFT on the last axis, add a per-channel bias.
+
+The weight is stored in the centred order of step 2 (index `j` of a leading
+axis is frequency `j - m//2`), as in `neuraloperator`.
+"""
+
+import math
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Complex, Float, PRNGKeyArray
+
+from ._tensors import make_tensor
+
+
+IMPLEMENTATIONS = ("factorized", "reconstructed")
+SPATIAL_LETTERS = "abcdefgh"
+
+
+def kept_shape(n_modes: Sequence[int]) -> tuple[int, ...]:
+    """Shape of the kept block of Fourier coefficients: `(*n_modes[:-1], n_modes[-1]//2 + 1)`."""
+    n_modes = tuple(n_modes)
+    return (*n_modes[:-1], n_modes[-1] // 2 + 1)
+
+
+def check_modes_fit(n_modes: Sequence[int], grid: Sequence[int], name: str = "input") -> None:
+    """Raises `ValueError` if the kept block does not fit on a grid of shape `grid`."""
+    n_modes, grid = tuple(n_modes), tuple(grid)
+    if len(grid) != len(n_modes):
+        raise ValueError(
+            f"the {name} has {len(grid)} spatial dims {grid} but `n_modes`={n_modes} has {len(n_modes)}."
+        )
+    for axis, (m, n) in enumerate(zip(n_modes[:-1], grid[:-1])):
+        if m > n:
+            raise ValueError(
+                f"`n_modes`[{axis}]={m} is larger than the {name} grid size {n} along that axis; "
+                f"accepted: n_modes[{axis}] <= {n}."
+            )
+    m, n = n_modes[-1], grid[-1]
+    if m // 2 + 1 > n // 2 + 1:
+        raise ValueError(
+            f"`n_modes`[-1]={m} keeps {m // 2 + 1} real-FFT modes but the {name} grid size {n} "
+            f"has only {n // 2 + 1}; accepted: n_modes[-1] <= {2 * (n // 2) + 1}."
+        )
+
+
+def take_modes(x_hat: Complex[Array, " ..."], n_modes: Sequence[int]) -> Array:
+    """The centred block of `n_modes` of an `rfftn` over the last `len(n_modes)` axes."""
+    d = len(n_modes)
+    for i, m in enumerate(n_modes[:-1]):
+        axis = x_hat.ndim - d + i
+        size = x_hat.shape[axis]
+        neg, pos = m // 2, m - m // 2
+        x_hat = jnp.concatenate(
+            [
+                jax.lax.slice_in_dim(x_hat, size - neg, size, axis=axis),
+                jax.lax.slice_in_dim(x_hat, 0, pos, axis=axis),
+            ],
+            axis=axis,
+        )
+    return jax.lax.slice_in_dim(x_hat, 0, n_modes[-1] // 2 + 1, axis=x_hat.ndim - 1)
+
+
+def place_modes(
+    y_block: Complex[Array, " ..."], n_modes: Sequence[int], grid: Sequence[int]
+) -> Array:
+    """Zero-fills a centred block of modes into the `rfftn` layout of a grid `grid`."""
+    d = len(n_modes)
+    for i, m in enumerate(n_modes[:-1]):
+        axis = y_block.ndim - d + i
+        neg = m // 2
+        zeros_shape = list(y_block.shape)
+        zeros_shape[axis] = grid[i] - m
+        y_block = jnp.concatenate(
+            [
+                jax.lax.slice_in_dim(y_block, neg, m, axis=axis),
+                jnp.zeros(zeros_shape, y_block.dtype),
+                jax.lax.slice_in_dim(y_block, 0, neg, axis=axis),
+            ],
+            axis=axis,
+        )
+    pad = [(0, 0)] * (y_block.ndim - 1) + [(0, grid[-1] // 2 + 1 - y_block.shape[-1])]
+    return jnp.pad(y_block, pad)
+
+
+def inverse_rfftn(y_hat: Complex[Array, " ..."], grid: Sequence[int]) -> Array:
+    """Inverse of `rfftn(norm="forward")` on the last `len(grid)` axes.
+
+    Inverse FFT on the leading axes, then the imaginary parts of the DC and
+    Nyquist columns of the last axis are set to zero (a real signal has them
+    real; this fixes the result where the spectrum is not Hermitian), then the
+    inverse real FFT of the last axis.
+    """
+    d = len(grid)
+    if d > 1:
+        y_hat = jnp.fft.ifftn(
+            y_hat, axes=tuple(range(y_hat.ndim - d, y_hat.ndim - 1)), norm="forward"
+        )
+    n_last = y_hat.shape[-1]
+    real_columns = jnp.zeros(n_last, bool).at[0].set(True)
+    if grid[-1] % 2 == 0:
+        real_columns = real_columns.at[n_last - 1].set(True)
+    y_hat = jnp.where(real_columns, jnp.real(y_hat).astype(y_hat.dtype), y_hat)
+    return jnp.fft.irfft(y_hat, n=grid[-1], axis=-1, norm="forward")
+
+
+def contract(
+    x_block: Complex[Array, " in_channels *modes"],
+    weight,
+    *,
+    separable: bool = False,
+    implementation: str = "factorized",
+) -> Complex[Array, " out_channels *modes"]:
+    """`ŷ[o,k] = Σ_i x̂[i,k] W[i,o,k]` (separable: `ŷ[c,k] = x̂[c,k] W[c,k]`).
+
+    `"factorized"` contracts `x̂` with the factors of `weight` in one einsum (path
+    chosen by opt_einsum); `"reconstructed"` builds `W` first.
+    """
+    d = x_block.ndim - 1
+    sp = SPATIAL_LETTERS[:d]
+    x_sub = "i" + sp
+    w_sub, out_sub = ("i" + sp, "i" + sp) if separable else ("io" + sp, "o" + sp)
+    if implementation == "reconstructed":
+        return jnp.einsum(f"{x_sub},{w_sub}->{out_sub}", x_block, weight.to_tensor())
+    if implementation != "factorized":
+        raise ValueError(
+            f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}."
+        )
+    subs, arrays = weight.operands(w_sub)
+    return jnp.einsum(f"{x_sub},{','.join(subs)}->{out_sub}", x_block, *arrays, optimize="optimal")
+
+
+def spectral_conv(
+    x: Float[Array, " in_channels *grid"],
+    weight,
+    bias: Float[Array, " out_channels"] | None,
+    n_modes: Sequence[int],
+    *,
+    output_shape: Sequence[int] | None = None,
+    separable: bool = False,
+    implementation: str = "factorized",
+) -> Float[Array, " out_channels *out_grid"]:
+    """The spectral convolution of one sample (see the module docstring).
+
+    **Arguments:**
+
+    - `x`: real input `(C_in, N_1, ..., N_d)`.
+    - `weight`: a tensor with `operands`/`to_tensor` (e.g. `TuckerTensor`) of
+      shape `(C_in, C_out, *kept_shape(n_modes))`, or `(C, *kept_shape)` if
+      `separable`.
+    - `bias`: `(C_out,)` or None.
+    - `n_modes`: total kept modes per axis.
+    - `output_shape`: output grid (default: the input grid).
+
+    **Returns:** real `(C_out, *output_shape)`.
+    """
+    n_modes = tuple(int(m) for m in n_modes)
+    d = len(n_modes)
+    grid = tuple(x.shape[1:])
+    out_grid = grid if output_shape is None else tuple(int(s) for s in output_shape)
+    check_modes_fit(n_modes, grid, "input")
+    check_modes_fit(n_modes, out_grid, "output")
+    axes = tuple(range(1, d + 1))
+    x_hat = jnp.fft.rfftn(x, axes=axes, norm="forward")
+    y_block = contract(
+        take_modes(x_hat, n_modes), weight, separable=separable, implementation=implementation
+    )
+    y = inverse_rfftn(place_modes(y_block, n_modes, out_grid), out_grid)
+    if bias is not None:
+        y = y + bias.reshape((-1,) + (1,) * d)
+    return y
+
+
+def _check_n_modes(n_modes) -> tuple[int, ...]:
+    if isinstance(n_modes, int):
+        n_modes = (n_modes,)
+    n_modes = tuple(n_modes)
+    if not 1 <= len(n_modes) <= len(SPATIAL_LETTERS) or any(
+        not isinstance(m, int) or m < 1 for m in n_modes
+    ):
+        raise ValueError(
+            f"`n_modes` must be 1 to {len(SPATIAL_LETTERS)} positive ints (one per spatial axis), "
+            f"got {n_modes!r}."
+        )
+    return n_modes
+
+
+class SpectralConv(eqx.Module):
+    """Fourier layer `v ↦ F⁻¹(W · F v) + b` with dense, CP, Tucker or TT weights.
+
+    **Arguments:**
+
+    - `in_channels`, `out_channels`: channel counts.
+    - `n_modes`: total number of Fourier modes kept per spatial axis (an int for
+      1-D); on the last axis `n_modes[-1]//2 + 1` real-FFT modes are kept.
+    - `factorization`: `None`/`"dense"`, `"cp"`, `"tucker"` or `"tt"`.
+    - `rank`: float fraction of the dense parameter count, or explicit int
+      ranks (see `sciml.operators.tucker_rank` etc.).
+    - `implementation`: `"factorized"` (contract the input with the factors) or
+      `"reconstructed"` (build the dense weight first); same output.
+    - `separable`: channel-diagonal weight `(C, *modes)` (needs `C_in == C_out`).
+    - `bias`: add a learned per-channel bias.
+    - `init_std`: std of the weight entries; `"auto"` is
+      `sqrt(2 / (C_in + C_out))`, also used for the bias.
+    - `dtype`: real dtype of the parameters.
+    - `key`: keyword-only PRNG key.
+    """
+
+    weight: eqx.Module
+    bias: Float[Array, " out_channels"] | None
+    in_channels: int = eqx.field(static=True)
+    out_channels: int = eqx.field(static=True)
+    n_modes: tuple[int, ...] = eqx.field(static=True)
+    factorization: str = eqx.field(static=True)
+    implementation: str = eqx.field(static=True)
+    separable: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        n_modes: int | Sequence[int],
+        *,
+        factorization: str | None = None,
+        rank: float | int | Sequence[int] = 1.0,
+        implementation: str = "factorized",
+        separable: bool = False,
+        bias: bool = True,
+        init_std: float | str = "auto",
+        dtype=None,
+        key: PRNGKeyArray,
+    ):
+        self.n_modes = _check_n_modes(n_modes)
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}."
+            )
+        if separable and in_channels != out_channels:
+            raise ValueError(
+                f"`separable=True` needs in_channels == out_channels, got {in_channels} and {out_channels}."
+            )
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(f"channel counts must be >= 1, got {in_channels}, {out_channels}.")
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.factorization = "dense" if factorization is None else str(factorization).lower()
+        self.implementation = implementation
+        self.separable = bool(separable)
+        std = math.sqrt(2.0 / (in_channels + out_channels)) if init_std == "auto" else init_std
+        channels = (in_channels,) if separable else (in_channels, out_channels)
+        key_w, key_b = jax.random.split(key)
+        self.weight = make_tensor(
+            self.factorization,
+            channels + kept_shape(self.n_modes),
+            rank,
+            std=std,
+            dtype=dtype,
+            key=key_w,
+        )
+        dtype = jnp.result_type(float) if dtype is None else dtype
+        self.bias = std * jax.random.normal(key_b, (out_channels,), dtype) if bias else None
+
+    def __call__(
+        self, x: Float[Array, " in_channels *grid"], *, output_shape: Sequence[int] | None = None
+    ) -> Float[Array, " out_channels *out_grid"]:
+        """**Arguments:** `x` of shape `(C_in, N_1, ..., N_d)`; `output_shape`
+        (default: the input grid). **Returns:** `(C_out, *output_shape)`."""
+        check_input(x, self.in_channels, len(self.n_modes), "SpectralConv")
+        return spectral_conv(
+            x,
+            self.weight,
+            self.bias,
+            self.n_modes,
+            output_shape=output_shape,
+            separable=self.separable,
+            implementation=self.implementation,
+        )
+
+
+def check_input(x, in_channels: int, n_dims: int, who: str) -> None:
+    """Trace-time check of an unbatched `(channels, *grid)` input."""
+    if x.ndim != n_dims + 1:
+        raise ValueError(
+            f"{who} takes one sample of shape (channels, {n_dims} spatial dims); got shape "
+            f"{x.shape}. Use jax.vmap for a batch."
+        )
+    if x.shape[0] != in_channels:
+        raise ValueError(
+            f"{who} was built with in_channels={in_channels} but the input `x` has "
+            f"{x.shape[0]} channels (shape {x.shape})."
+        )
