@@ -29,26 +29,36 @@ def _band_of(kmax_abs: np.ndarray) -> np.ndarray:
     return np.where(kmax_abs == 0, 0, np.floor(np.log2(safe)).astype(int) + 1)
 
 
-def periodic_noise(key: jax.Array, resolution: int) -> Float[Array, "2 s s"]:
-    """Standard normal real and imaginary parts of the noise of a periodic field.
+def _key_words(key) -> tuple[int, ...]:
+    """The integer words of a JAX PRNG key (typed or raw), to seed numpy."""
+    if jnp.issubdtype(getattr(key, "dtype", np.uint32), jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    return tuple(int(w) for w in np.asarray(key).ravel())
+
+
+def periodic_noise(key: jax.Array, resolution: int) -> np.ndarray:
+    """Standard normal real and imaginary parts `(2, s, s)` of the noise of a
+    periodic field.
 
     Entry `[:, i, j]` belongs to the integer wavenumber `(k_i, k_j)` in FFT order
     (`k = fftfreq(s) * s`). Modes with `|k_j| >= s/2` (the Nyquist mode of even
-    sizes) are zero. Drawn in float32 whatever the precision, so float32 and
-    float64 runs start from the same numbers.
+    sizes) are zero. Band `b` is drawn by `numpy.random.default_rng((*words, b))`
+    where `words` is the key's data, so the result does not depend on the
+    precision or on how samples are batched. Needs a concrete (untraced) key.
     """
     s = resolution
+    words = _key_words(key)
     k = np.rint(np.fft.fftfreq(s) * s).astype(int)
     kx, ky = np.meshgrid(k, k, indexing="ij")
     kabs = np.maximum(np.abs(kx), np.abs(ky))
     resolved = (2 * np.abs(kx) < s) & (2 * np.abs(ky) < s)
     band = _band_of(kabs)
-    out = jnp.zeros((2, s, s), jnp.float32)
+    out = np.zeros((2, s, s))
     for b in range(1, _n_bands(int(kabs[resolved].max(initial=0))) + 1):
         size = 2 ** (b + 1)
-        draw = jax.random.normal(jax.random.fold_in(key, b), (2, size, size), jnp.float32)
-        mask = jnp.asarray((band == b) & resolved)
-        out = jnp.where(mask, draw[:, kx % size, ky % size], out)
+        draw = np.random.default_rng((*words, b)).standard_normal((2, size, size))
+        mask = (band == b) & resolved
+        out[:, mask] = draw[:, kx[mask] % size, ky[mask] % size]
     return out
 
 
@@ -61,7 +71,7 @@ def periodic_grf(
     sigma: float,
     dtype=None,
 ) -> Float[Array, "s s"]:
-    """One sample of the Gaussian field with covariance `sigma² (−Δ + tau² I)^(−alpha)`
+    """One sample (computed in float64 numpy, returned as a JAX array of `dtype`) of the Gaussian field with covariance `sigma² (−Δ + tau² I)^(−alpha)`
     on the periodic unit square, zero mean over the domain, on `x_i = i/s`.
 
     `w(x) = Re Σ_k sqrt(2) sigma (4π²|k|² + tau²)^(−alpha/2) ξ_k exp(2πi k·x)`
@@ -69,16 +79,15 @@ def periodic_grf(
     covariance is `Σ_k sigma² (4π²|k|² + tau²)^(−alpha) cos(2π k·(x − x'))`
     (the FNO data generator's convention, Nyquist mode left out).
     """
-    dtype = jnp.result_type(float) if dtype is None else dtype
     s = resolution
-    noise = periodic_noise(key, s).astype(dtype)
+    noise = periodic_noise(key, s)
     xi = (noise[0] + 1j * noise[1]) / math.sqrt(2.0)
     k = np.fft.fftfreq(s) * s
     k2 = k[:, None] ** 2 + k[None, :] ** 2
     amp = math.sqrt(2.0) * sigma * (4 * math.pi**2 * k2 + tau**2) ** (-alpha / 2)
     amp[0, 0] = 0.0
-    coeff = jnp.asarray(amp, dtype) * xi * (s * s)
-    return jnp.fft.ifft2(coeff).real.astype(dtype)
+    field = np.fft.ifft2(amp * xi * (s * s)).real
+    return jnp.asarray(field, jnp.result_type(float) if dtype is None else dtype)
 
 
 def cosine_noise(rng_seed: tuple[int, ...], n_modes: int) -> np.ndarray:
@@ -123,18 +132,20 @@ def cosine_grf(
     return phi @ (amp * noise) @ phi.T
 
 
-def periodic_noise_1d(key: jax.Array, resolution: int) -> Float[Array, "2 s"]:
-    """The 1-D analogue of `periodic_noise`: band `b` (modes `2**(b-1) <= |k| <
-    2**b`) drawn from `fold_in(key, b)` at a fixed size; `|k| >= s/2` zero."""
+def periodic_noise_1d(key: jax.Array, resolution: int) -> np.ndarray:
+    """The 1-D analogue of `periodic_noise`, shape `(2, s)`: band `b` (modes
+    `2**(b-1) <= |k| < 2**b`) drawn at a fixed size; `|k| >= s/2` zero."""
     s = resolution
+    words = _key_words(key)
     k = np.rint(np.fft.fftfreq(s) * s).astype(int)
     resolved = 2 * np.abs(k) < s
     band = _band_of(np.abs(k))
-    out = jnp.zeros((2, s), jnp.float32)
+    out = np.zeros((2, s))
     for b in range(1, _n_bands(int(np.abs(k)[resolved].max(initial=0))) + 1):
         size = 2 ** (b + 1)
-        draw = jax.random.normal(jax.random.fold_in(key, b), (2, size), jnp.float32)
-        out = jnp.where(jnp.asarray((band == b) & resolved), draw[:, k % size], out)
+        draw = np.random.default_rng((*words, b)).standard_normal((2, size))
+        mask = (band == b) & resolved
+        out[:, mask] = draw[:, k[mask] % size]
     return out
 
 
@@ -143,11 +154,11 @@ def periodic_grf_1d(
 ) -> Float[Array, " s"]:
     """1-D periodic field with covariance `sigma² (−d²/dx² + tau²)^(−alpha)` on
     `x_i = i/s`, mean mode left out (same construction as `periodic_grf`)."""
-    dtype = jnp.result_type(float) if dtype is None else dtype
     s = resolution
-    noise = periodic_noise_1d(key, s).astype(dtype)
+    noise = periodic_noise_1d(key, s)
     xi = (noise[0] + 1j * noise[1]) / math.sqrt(2.0)
     k = np.fft.fftfreq(s) * s
     amp = math.sqrt(2.0) * sigma * (4 * math.pi**2 * k**2 + tau**2) ** (-alpha / 2)
     amp[0] = 0.0
-    return jnp.fft.ifft(jnp.asarray(amp, dtype) * xi * s).real.astype(dtype)
+    field = np.fft.ifft(amp * xi * s).real
+    return jnp.asarray(field, jnp.result_type(float) if dtype is None else dtype)

@@ -288,14 +288,23 @@ def random_vorticity(
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n!r}.")
     sigma = tau ** (alpha - 1.0) if sigma is None else sigma
+    return _grf_batch(key, range(n), resolution, alpha, tau, sigma, dtype)
+
+
+def _grf_batch(key, indices, resolution, alpha, tau, sigma, dtype):
     fields = [
         periodic_grf(
-            jax.random.fold_in(key, i), resolution, alpha=alpha, tau=tau, sigma=sigma, dtype=dtype
+            jax.random.fold_in(key, int(i)),
+            resolution,
+            alpha=alpha,
+            tau=tau,
+            sigma=sigma,
+            dtype=dtype,
         )
-        for i in range(n)
+        for i in indices
     ]
     dtype = jnp.result_type(float) if dtype is None else dtype
-    return jnp.stack(fields) if fields else jnp.zeros((0, resolution, resolution), dtype)
+    return jnp.stack(fields) if fields else jnp.zeros((0, *(resolution,) * 2), dtype)
 
 
 def make_dataset(
@@ -345,9 +354,8 @@ def make_dataset(
     inputs, outputs = [], []
     for lo in range(0, n, batch_size):
         m = min(batch_size, n - lo)
-        keys = [jax.random.fold_in(key, start + lo + i) for i in range(m)]
-        sigma = 7.0**1.5
-        w0 = jnp.stack([periodic_grf(k, resolution, alpha=2.5, tau=7.0, sigma=sigma) for k in keys])
+        indices = range(start + lo, start + lo + m)
+        w0 = _grf_batch(key, indices, resolution, 2.5, 7.0, 7.0**1.5, None)
         out = np.asarray(solve(w0, params, times))
         if not np.all(np.isfinite(out)):
             raise FloatingPointError(
