@@ -178,7 +178,7 @@ def make_norm(kind: str | None, channels: int, *, dtype=None) -> eqx.Module | No
     raise ValueError(f"`norm` must be one of {NORMS}, got {kind!r}.")
 
 
-def grid_embedding(x: Float[Array, " channels *grid"]) -> Float[Array, " channels+d *grid"]:
+def grid_embedding(x: Float[Array, " channels *grid"]) -> Float[Array, " channels_out *grid"]:
     """Appends `d` coordinate channels `x_i = j / N_i`, `j = 0..N_i−1` (on [0, 1))."""
     grid = x.shape[1:]
     coords = jnp.meshgrid(*[jnp.arange(n, dtype=x.dtype) / n for n in grid], indexing="ij")

@@ -176,7 +176,7 @@ def test_resolution_invariance_and_super_resolution(getkey):
 def test_jit_vmap_and_unbatched_agree(getkey):
     conv = SpectralConv(2, 3, (5, 4), factorization="tucker", rank=0.5, key=getkey())
     xs = jax.random.normal(getkey(), (3, 2, 10, 8))
-    batched = eqx.filter_jit(jax.vmap(conv))(xs)
+    batched = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(conv, xs)
     single = eqx.filter_jit(conv)
     for i in range(3):
         np.testing.assert_allclose(batched[i], single(xs[i]), atol=1e-12)

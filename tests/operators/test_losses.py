@@ -1,0 +1,144 @@
+"""Relative Lp and H1 losses against closed forms and loop references."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sciml.operators import finite_difference, h1_loss, relative_lp_loss
+
+
+@pytest.fixture(scope="module")
+def target():
+    return jax.random.normal(jax.random.key(0), (3, 2, 8, 6))
+
+
+def test_relative_l2_closed_forms(target):
+    np.testing.assert_allclose(
+        relative_lp_loss(2 * target, target, eps=0.0, reduction="none"), np.ones((3, 2)), atol=1e-15
+    )
+    np.testing.assert_allclose(
+        relative_lp_loss(1.5 * target, target, eps=0.0, reduction="mean"), 0.5
+    )
+    # sum over the 3 samples and 2 channels (neuraloperator's default reduction)
+    np.testing.assert_allclose(relative_lp_loss(1.5 * target, target, eps=0.0), 3.0)
+
+
+def test_relative_lp_matches_loop_reference(target):
+    pred = target + 0.3 * jax.random.normal(jax.random.key(1), target.shape)
+    p_np, t_np = np.asarray(pred), np.asarray(target)
+    for p in (1.0, 2.0, 3.0):
+        expected = np.zeros((3, 2))
+        for b in range(3):
+            for c in range(2):
+                diff = np.sum(np.abs(p_np[b, c] - t_np[b, c]) ** p) ** (1 / p)
+                expected[b, c] = diff / np.sum(np.abs(t_np[b, c]) ** p) ** (1 / p)
+        got = relative_lp_loss(pred, target, p=p, eps=0.0, reduction="none")
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [8, 16, 64])
+def test_h1_periodic_closed_form(n):
+    # y = sin 2πx, pred = y + ε sin 4πx on x_j = j/n. The periodic central difference of
+    # sin 2πkx is exactly cos(2πkx)·sin(2πkh)/h, so with Σsin² = Σcos² = n/2:
+    # loss = ε sqrt((1 + (sin 4πh/h)²) / (1 + (sin 2πh/h)²)).
+    eps_pert, h = 0.1, 1.0 / n
+    x = jnp.arange(n) / n
+    y = jnp.sin(2 * jnp.pi * x)
+    pred = y + eps_pert * jnp.sin(4 * jnp.pi * x)
+    expected = eps_pert * np.sqrt(
+        (1 + (np.sin(4 * np.pi * h) / h) ** 2) / (1 + (np.sin(2 * np.pi * h) / h) ** 2)
+    )
+    got = h1_loss(pred[None, None], y[None, None], eps=0.0)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_h1_converges_to_the_continuum_value():
+    # As h -> 0 the discrete value tends to ε sqrt((1 + 16π²) / (1 + 4π²)) at second order.
+    exact = 0.1 * np.sqrt((1 + 16 * np.pi**2) / (1 + 4 * np.pi**2))
+    errors = []
+    for n in (32, 64, 128):
+        x = jnp.arange(n) / n
+        y = jnp.sin(2 * jnp.pi * x)
+        errors.append(
+            abs(
+                float(h1_loss((y + 0.1 * jnp.sin(4 * jnp.pi * x))[None, None], y[None, None]))
+                - exact
+            )
+        )
+    orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
+    np.testing.assert_allclose(orders, 2.0, atol=0.05)
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_h1_2d_matches_loop_reference(periodic):
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=(2, 1, 6, 5))
+    pred = y + 0.2 * rng.normal(size=y.shape)
+    lengths = (2.0, 1.0)
+    h = (lengths[0] / 6, lengths[1] / 5)
+
+    def derivative(u, axis):
+        n = u.shape[axis]
+        out = np.zeros_like(u)
+        for i in range(n):
+            lo, hi = i - 1, i + 1
+            if periodic:
+                lo, hi, width = lo % n, hi % n, 2
+            elif i == 0:
+                lo, hi, width = 0, 1, 1
+            elif i == n - 1:
+                lo, hi, width = n - 2, n - 1, 1
+            else:
+                width = 2
+            out_idx = [slice(None)] * u.ndim
+            out_idx[axis] = i
+            take = [slice(None)] * u.ndim
+            take_lo, take_hi = list(take), list(take)
+            take_lo[axis], take_hi[axis] = lo, hi
+            out[tuple(out_idx)] = (u[tuple(take_hi)] - u[tuple(take_lo)]) / (width * h[axis])
+        return out
+
+    def sq(u):
+        return (u**2).sum() + sum((derivative(u, a) ** 2).sum() for a in (0, 1))
+
+    expected = np.array(
+        [[np.sqrt(sq(pred[b, 0] - y[b, 0])) / np.sqrt(sq(y[b, 0]))] for b in range(2)]
+    )
+    got = h1_loss(
+        jnp.asarray(pred),
+        jnp.asarray(y),
+        periodic=periodic,
+        domain_length=lengths,
+        reduction="none",
+        eps=0.0,
+    )
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_finite_difference_one_sided_boundary():
+    u = jnp.asarray([0.0, 1.0, 4.0, 9.0])  # x², h = 1
+    np.testing.assert_allclose(finite_difference(u, 0, 1.0, periodic=False), [1.0, 2.0, 4.0, 5.0])
+
+
+def test_losses_are_differentiable_and_float32(target):
+    pred = (target + 0.1).astype(jnp.float32)
+    y = target.astype(jnp.float32)
+    assert relative_lp_loss(pred, y).dtype == jnp.float32
+    assert h1_loss(pred, y).dtype == jnp.float32
+    np.testing.assert_allclose(h1_loss(pred, y), h1_loss(target + 0.1, target), rtol=1e-5)
+    grad = jax.grad(lambda p: relative_lp_loss(p, target, eps=0.0))(2 * target)
+    # d/dp ‖p - y‖/‖y‖ = (p - y) / (‖p - y‖ ‖y‖); at p = 2y that is y / ‖y‖² per (sample, channel)
+    norms = jnp.sum(target**2, axis=(2, 3), keepdims=True)
+    np.testing.assert_allclose(grad, target / norms, rtol=1e-12)
+
+
+def test_bad_input_raises(target):
+    with pytest.raises(ValueError, match="differ in shape"):
+        relative_lp_loss(target, target[:, :1])
+    with pytest.raises(ValueError, match="`reduction` must be one of"):
+        h1_loss(target, target, reduction="max")
+    with pytest.raises(ValueError, match="need d >= 1 grid axes"):
+        relative_lp_loss(target[0, 0, 0], target[0, 0, 0])
+    with pytest.raises(ValueError, match="`domain_length` needs"):
+        h1_loss(target, target, domain_length=(1.0, 1.0, 1.0))
