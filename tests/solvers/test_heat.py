@@ -7,40 +7,40 @@ import pytest
 from solvers import heat
 
 
-def _mode(s, k, l):
+def _mode(s, k, m):
     x = np.linspace(0, 1, s)
-    return np.sin(k * np.pi * x)[:, None] * np.sin(l * np.pi * x)[None, :]
+    return np.sin(k * np.pi * x)[:, None] * np.sin(m * np.pi * x)[None, :]
 
 
-def _lam(s, k, l):
+def _lam(s, k, m):
     h = 1 / (s - 1)
-    return 4 * np.sin(k * np.pi * h / 2) ** 2 + 4 * np.sin(l * np.pi * h / 2) ** 2
+    return 4 * np.sin(k * np.pi * h / 2) ** 2 + 4 * np.sin(m * np.pi * h / 2) ** 2
 
 
 @pytest.mark.parametrize("method", ["implicit", "explicit"])
 def test_eigenmode_decays_by_exact_factor(method):
-    s, k, l, steps = 17, 2, 3, 7
+    s, k, m, steps = 17, 2, 3, 7
     params = heat.HeatParams(diffusivity=1.0, dt=5e-4, method=method)
     r = params.diffusivity * params.dt * (s - 1) ** 2
-    factor = 1 / (1 + r * _lam(s, k, l)) if method == "implicit" else 1 - r * _lam(s, k, l)
-    out = heat.advance(jnp.asarray(_mode(s, k, l)), params, steps)
-    np.testing.assert_allclose(np.asarray(out), _mode(s, k, l) * factor**steps, atol=1e-14)
+    factor = 1 / (1 + r * _lam(s, k, m)) if method == "implicit" else 1 - r * _lam(s, k, m)
+    out = heat.advance(jnp.asarray(_mode(s, k, m)), params, steps)
+    np.testing.assert_allclose(np.asarray(out), _mode(s, k, m) * factor**steps, atol=1e-14)
 
 
 def test_implicit_euler_first_order_in_time_and_analytic_rate():
-    s, k, l, t = 33, 1, 2, 0.05
-    x0 = jnp.asarray(_mode(s, k, l))
-    semi = np.exp(-_lam(s, k, l) * (s - 1) ** 2 * t)  # exact in time, discrete in space
+    s, k, m, t = 33, 1, 2, 0.05
+    x0 = jnp.asarray(_mode(s, k, m))
+    semi = np.exp(-_lam(s, k, m) * (s - 1) ** 2 * t)  # exact in time, discrete in space
     dts = np.array([t / 10, t / 20, t / 40])
     errors = []
     for dt in dts:
         out = heat.advance(x0, heat.HeatParams(dt=float(dt)), round(t / dt))
-        errors.append(np.abs(np.asarray(out) - _mode(s, k, l) * semi).max())
+        errors.append(np.abs(np.asarray(out) - _mode(s, k, m) * semi).max())
     order = np.polyfit(np.log(dts), np.log(errors), 1)[0]
     assert 0.9 < order < 1.1, (order, errors)
-    # The semi-discrete rate tends to the analytic κπ²(k² + l²) at second order.
-    rates = [_lam(n, k, l) * (n - 1) ** 2 for n in (17, 33, 65)]
-    exact = np.pi**2 * (k**2 + l**2)
+    # The semi-discrete rate tends to the analytic κπ²(k² + m²) at second order.
+    rates = [_lam(n, k, m) * (n - 1) ** 2 for n in (17, 33, 65)]
+    exact = np.pi**2 * (k**2 + m**2)
     errs = np.abs(np.array(rates) - exact)
     assert 3.8 < errs[0] / errs[1] < 4.2 and 3.8 < errs[1] / errs[2] < 4.2
 
