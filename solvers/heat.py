@@ -241,7 +241,7 @@ def make_dataset(
             f"n_steps ({n_steps}) must be a positive multiple of record_every ({record_every})."
         )
     params = HeatParams(diffusivity=diffusivity, dt=dt, method=method)
-    theta = np.stack(
+    theta = np.array(
         [np.random.default_rng((seed, start + i)).uniform(low, high, 5) for i in range(n)]
     ).reshape(n, 5)
     times = dt * record_every * np.arange(1, n_steps // record_every + 1)

@@ -1,0 +1,129 @@
+"""`python -m solvers.generate`: resumable, deterministic, refuses foreign files."""
+
+import functools
+
+import h5py
+import numpy as np
+import pytest
+
+from solvers import darcy, generate
+
+
+def _read(path):
+    with h5py.File(path, "r") as f:
+        return {k: f[k][...] for k in f}, dict(f.attrs)
+
+
+def test_matches_make_dataset_and_is_deterministic(tmp_path):
+    out = generate.generate("darcy", 5, 17, tmp_path / "a.h5", seed=3, chunk=2, progress=False)
+    data, attrs = _read(out)
+    ref = darcy.make_dataset(5, 17, seed=3)
+    assert data["done"].all() and attrs["problem"] == "darcy" and attrs["seed"] == 3
+    np.testing.assert_array_equal(data["inputs"], ref["inputs"].astype(np.float32))
+    np.testing.assert_array_equal(data["outputs"], ref["outputs"].astype(np.float32))
+    again = generate.generate("darcy", 5, 17, tmp_path / "b.h5", seed=3, chunk=5, progress=False)
+    for key in ("inputs", "outputs"):
+        np.testing.assert_array_equal(_read(again)[0][key], data[key])
+
+
+def test_resume_completes_only_missing_samples(tmp_path, monkeypatch):
+    path = tmp_path / "ns.h5"
+    params = {"t_final": 0.1, "record_every": 0.05, "dt": 0.01}
+    kwargs = dict(seed=1, params=params, chunk=2, progress=False)
+    full = _read(generate.generate("navier_stokes", 5, 16, tmp_path / "full.h5", **kwargs))[0]
+
+    from solvers import navier_stokes
+
+    real = navier_stokes.make_dataset
+    calls = []
+
+    @functools.wraps(real)
+    def interrupted(n, resolution, *, start=0, **kw):
+        calls.append((start, n))
+        if len([c for c in calls if c[1] > 0]) == 2:  # n = 0: the up-front check
+            raise KeyboardInterrupt
+        return real(n, resolution, start=start, **kw)
+
+    monkeypatch.setattr(navier_stokes, "make_dataset", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        generate.generate("navier_stokes", 5, 16, path, **kwargs)
+    partial = _read(path)[0]
+    assert partial["done"].tolist() == [True, True, False, False, False]
+
+    calls.clear()
+
+    @functools.wraps(real)
+    def counted(n, resolution, *, start=0, **kw):
+        calls.append((start, n))
+        return real(n, resolution, start=start, **kw)
+
+    monkeypatch.setattr(navier_stokes, "make_dataset", counted)
+    generate.generate("navier_stokes", 5, 16, path, **kwargs)
+    assert calls == [(2, 2), (4, 1)]  # finished samples are never recomputed
+    resumed = _read(path)[0]
+    for key in ("inputs", "outputs", "times", "done"):
+        np.testing.assert_array_equal(resumed[key], full[key])
+    assert resumed["outputs"].shape == (5, 2, 16, 16)
+
+
+def test_refuses_foreign_or_mismatched_files(tmp_path):
+    path = generate.generate("darcy", 2, 9, tmp_path / "d.h5", progress=False)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="holds problem 'darcy'"):
+        generate.generate("heat", 2, 9, path, progress=False)
+    with pytest.raises(ValueError, match="seed"):
+        generate.generate("darcy", 2, 9, path, seed=1, progress=False)
+    with pytest.raises(ValueError, match="forcing"):
+        generate.generate("darcy", 2, 9, path, params={"forcing": 2.0}, progress=False)
+    assert path.read_bytes() == before
+    other = tmp_path / "plain.h5"
+    with h5py.File(other, "w") as f:
+        f["x"] = np.zeros(3)
+    with pytest.raises(ValueError, match="not written by solvers.generate"):
+        generate.generate("darcy", 2, 9, other, progress=False)
+
+
+def test_cli_and_bad_arguments(tmp_path, capsys):
+    out = tmp_path / "h.h5"
+    code = generate.main(
+        [
+            "heat",
+            "--n",
+            "3",
+            "--resolution",
+            "9",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--set",
+            "n_steps=4",
+            "--set",
+            "record_every=2",
+            "--precision",
+            "float64",
+        ]
+    )
+    assert code == 0
+    data, attrs = _read(out)
+    assert data["outputs"].shape == (3, 2, 9, 9) and data["outputs"].dtype == np.float64
+    assert attrs["precision"] == "float64"
+    code = generate.main(
+        [
+            "heat",
+            "--n",
+            "3",
+            "--resolution",
+            "9",
+            "--out",
+            str(tmp_path / "x.h5"),
+            "--set",
+            "bogus=1",
+        ]
+    )
+    assert code == 2 and "bogus" in capsys.readouterr().err
+    assert not (tmp_path / "x.h5").exists()
+    with pytest.raises(ValueError, match="even"):
+        generate.generate("navier_stokes", 2, 15, tmp_path / "y.h5", progress=False)
+    assert not (tmp_path / "y.h5").exists()
+    with pytest.raises(ValueError, match="problem"):
+        generate.generate("wave", 2, 16, tmp_path / "z.h5")
