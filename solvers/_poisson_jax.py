@@ -27,7 +27,9 @@ def _apply(fluid, diag, x):
     return out * fluid
 
 
-def apply_poisson(labels: Int[Array, "*grid"], x: Float[Array, "*grid"]) -> Float[Array, "*grid"]:
+def apply_poisson(
+    labels: Int[Array | np.ndarray, "*grid"], x: Float[Array | np.ndarray, "*grid"]
+) -> Float[Array, "*grid"]:
     """`A x` for the label grid `labels` (traceable: `labels` may be a JAX
     array), without forming `A`. `x` lives on the grid; the result is zero at
     non-fluid cells, and values of `x` there are ignored."""
@@ -65,7 +67,7 @@ class PoissonOperator(eqx.Module):
     def shape(self) -> tuple[int, ...]:
         return tuple(self.fluid.shape)
 
-    def __call__(self, x: Float[Array, "*grid"]) -> Float[Array, "*grid"]:
+    def __call__(self, x: Float[Array | np.ndarray, "*grid"]) -> Float[Array, "*grid"]:
         if jnp.shape(x) != self.fluid.shape:
             raise ValueError(f"x must have the grid shape {self.fluid.shape}, got {jnp.shape(x)}.")
         return _apply(self.fluid.astype(x.dtype), self.diag.astype(x.dtype), x)

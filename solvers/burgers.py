@@ -104,7 +104,9 @@ def _solve_batch(u0, params, increments):
 
 
 def solve(
-    u0: Float[Array, "*batch s"], params: BurgersParams, record_times: Sequence[float]
+    u0: Float[Array | np.ndarray, "*batch s"],
+    params: BurgersParams,
+    record_times: Sequence[float] | np.ndarray,
 ) -> Float[Array, "*batch n_records s"]:
     """Integrates from `u0` (t = 0) and returns `u` at `record_times`.
 

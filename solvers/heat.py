@@ -87,7 +87,9 @@ def _one_initial_field(theta, s):
     return field
 
 
-def initial_field(theta: Float[Array, "*batch 5"], resolution: int) -> Float[Array, "*batch s s"]:
+def initial_field(
+    theta: Float[Array | np.ndarray, "*batch 5"], resolution: int
+) -> Float[Array, "*batch s s"]:
     """The temperature at t = 0: `T0` inside, the boundary temperatures on the
     sides (x along axis 0: `T_left` is row 0, `T_bottom` column 0)."""
     _check_resolution(resolution)
@@ -171,7 +173,7 @@ def _steps(record_times, dt):
 
 
 def advance(
-    field: Float[Array, "*batch s s"], params: HeatParams, n_steps: int
+    field: Float[Array | np.ndarray, "*batch s s"], params: HeatParams, n_steps: int
 ) -> Float[Array, "*batch s s"]:
     """Advances a temperature field (boundary values included and kept fixed) by
     `n_steps` steps, for streaming a simulation step by step or chunk by chunk."""
@@ -185,10 +187,10 @@ def advance(
 
 
 def solve(
-    theta: Float[Array, "*batch 5"],
+    theta: Float[Array | np.ndarray, "*batch 5"],
     resolution: int,
     params: HeatParams,
-    record_times: Sequence[float],
+    record_times: Sequence[float] | np.ndarray,
 ) -> Float[Array, "*batch n_records s s"]:
     """Temperature fields at `record_times` for the parameters `theta`.
 

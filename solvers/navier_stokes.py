@@ -180,7 +180,7 @@ def _advance_one(w, params: NSParams, n_steps):
 
 
 def advance(
-    w: Float[Array, "*batch s s"], params: NSParams, n_steps: int
+    w: Float[Array | np.ndarray, "*batch s s"], params: NSParams, n_steps: int
 ) -> Float[Array, "*batch s s"]:
     """Advances the vorticity by `n_steps` steps of size `params.dt`.
 
@@ -204,7 +204,7 @@ def advance(
     return _batched(_advance_batch, w, params, jnp.asarray(int(n_steps)))
 
 
-def _record_steps(record_times: Sequence[float], dt: float) -> np.ndarray:
+def _record_steps(record_times: Sequence[float] | np.ndarray, dt: float) -> np.ndarray:
     times = np.asarray(record_times, dtype=float).reshape(-1)
     if times.size == 0:
         raise ValueError("record_times must hold at least one time.")
@@ -232,9 +232,9 @@ def _solve_one(w0, params: NSParams, increments):
 
 
 def solve(
-    w0: Float[Array, "*batch s s"],
+    w0: Float[Array | np.ndarray, "*batch s s"],
     params: NSParams,
-    record_times: Sequence[float],
+    record_times: Sequence[float] | np.ndarray,
 ) -> Float[Array, "*batch n_records s s"]:
     """Integrates from `w0` at t = 0 and returns the vorticity at `record_times`.
 
@@ -393,16 +393,16 @@ def _spectral_sums(w, weight_fn):
     return jnp.sum(weight_fn(k2) * jnp.abs(w_hat) ** 2, axis=(-2, -1))
 
 
-def enstrophy(w: Float[Array, "*batch s s"]) -> Float[Array, "*batch"]:
+def enstrophy(w: Float[Array | np.ndarray, "*batch s s"]) -> Float[Array, "*batch"]:
     """`∫ ω² dx` over the unit square (Parseval, exact for band-limited ω)."""
     return _spectral_sums(w, lambda k2: np.ones_like(k2))
 
 
-def palinstrophy(w: Float[Array, "*batch s s"]) -> Float[Array, "*batch"]:
+def palinstrophy(w: Float[Array | np.ndarray, "*batch s s"]) -> Float[Array, "*batch"]:
     """`∫ |∇ω|² dx`; the enstrophy budget is `dZ/dt = −2ν P + 2∫fω`."""
     return _spectral_sums(w, lambda k2: k2)
 
 
-def kinetic_energy(w: Float[Array, "*batch s s"]) -> Float[Array, "*batch"]:
+def kinetic_energy(w: Float[Array | np.ndarray, "*batch s s"]) -> Float[Array, "*batch"]:
     """`∫ |u|² dx = Σ_k |ω̂_k|²/|k|²`; unforced, `dE/dt = −2ν Z`."""
     return _spectral_sums(w, lambda k2: np.where(k2 == 0, 0.0, 1 / np.where(k2 == 0, 1, k2)))

@@ -65,7 +65,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="viscosity"):
         burgers.BurgersParams(viscosity=-0.1)
     with pytest.raises(ValueError, match="dt"):
-        burgers.BurgersParams(dt=0)
+        burgers.BurgersParams(dt=0.0)
     with pytest.raises(ValueError, match="even"):
         burgers.solve(jnp.zeros(63), burgers.BurgersParams(), [0.1])
     with pytest.raises(ValueError, match="multiples"):
