@@ -18,7 +18,7 @@ $$\tilde\omega = \frac{(1 - \tfrac{\nu dt}{2}|k|^2)\hat\omega^n + dt(\hat f - \h
 with `|k|² = 4π²(k_x² + k_y²)` and `N(ω) = u·∇ω`. Arrays are indexed
 `w[i, j] = ω(x_i, y_j)` (x along axis 0). The default forcing is
 `0.1 (sin 2π(x+y) + cos 2π(x+y))`; the initial vorticity is a Gaussian random
-field with covariance `7^{3/2}(−Δ + 49 I)^{−2.5}` ([`random_vorticity`][]).
+field with covariance `7^{3/2}(−Δ + 49 I)^{−2.5}` ([`random_vorticity`][solvers.navier_stokes.random_vorticity]).
 
 Everything is JAX: `solve` and `advance` are jit-compiled, take one field
 `(s, s)` or a batch `(..., s, s)` (vmapped), and run in float32 or float64

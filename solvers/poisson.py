@@ -11,12 +11,12 @@ A_{ij} = -1 \ \text{for each FLUID face neighbour } j,$$
 faces towards SOLID cells are dropped; rows and columns of non-fluid cells are
 empty. `A` is symmetric positive semidefinite; each connected FLUID component
 that touches no AIR cell contributes exactly one null vector, the constant on
-that component, and `A` is definite on the others. [`project_rhs`][] makes a
+that component, and `A` is definite on the others. [`project_rhs`][solvers.poisson.project_rhs] makes a
 right-hand side consistent (`b ∈ range(A)`).
 
 Provided both as a `scipy.sparse` CSR matrix over all cells (the layout of the
 reference DCDM code, empty rows for non-fluid cells) or over fluid cells only,
-and as a matrix-free JAX operator ([`PoissonOperator`][]) that applies the same
+and as a matrix-free JAX operator ([`PoissonOperator`][solvers.poisson.PoissonOperator]) that applies the same
 matrix to a field on the grid.
 """
 
@@ -142,7 +142,7 @@ def random_rhs(
     `kind`: `"noise"` (white noise on fluid cells), `"smooth"` (white noise
     blurred by a Gaussian of `smoothing` cells, closer to the divergence of a
     velocity field), or `"range"` (`A z` for white noise `z`). Every kind is
-    then projected with [`project_rhs`][] and normalised.
+    then projected with [`project_rhs`][solvers.poisson.project_rhs] and normalised.
     """
     labels = check_labels(labels)
     rng = np.random.default_rng(seed)
@@ -165,7 +165,7 @@ def random_rhs(
 def solve(labels: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Solves `A x = b` by a sparse direct factorisation.
 
-    `b` must be consistent (see [`project_rhs`][]); on every closed component
+    `b` must be consistent (see [`project_rhs`][solvers.poisson.project_rhs]); on every closed component
     the solution is fixed by pinning one cell and then shifting it to zero mean
     (the minimum-norm solution). **Returns:** `x` on the grid, zero at non-fluid
     cells.
