@@ -116,7 +116,7 @@ class FNOBlock(eqx.Module):
     fno_skip: eqx.Module
     channel_mlp: ChannelMLP | None
     channel_mlp_skip: eqx.Module | None
-    norms: list
+    norms: tuple
     activation: Callable = eqx.field(static=True)
     last: bool = eqx.field(static=True)
     preactivation: bool = eqx.field(static=True)
@@ -185,7 +185,7 @@ class FNO(eqx.Module):
     """
 
     lifting: ChannelMLP
-    blocks: list[FNOBlock]
+    blocks: tuple[FNOBlock, ...]
     joint_conv: JointSpectralConv | None
     projection: ChannelMLP
     n_modes: tuple[int, ...] = eqx.field(static=True)
@@ -340,16 +340,17 @@ class FNO(eqx.Module):
                         if use_channel_mlp
                         else None
                     ),
-                    norms=[make_norm(norm, hidden_channels, dtype=dtype) for _ in range(n_norms)]
-                    if norm is not None
-                    else [],
+                    norms=tuple(
+                        make_norm(norm, hidden_channels, dtype=dtype)
+                        for _ in range(n_norms if norm is not None else 0)
+                    ),
                     activation=non_linearity,
                     last=layer == n_layers - 1,
                     preactivation=preactivation,
                     stabilizer=stabilizer,
                 )
             )
-        self.blocks = blocks
+        self.blocks = tuple(blocks)
 
     def __call__(
         self, x: Float[Array, " in_channels *grid"]

@@ -60,7 +60,7 @@ class ChannelMLP(eqx.Module):
     (>= 1; 1 is a single linear map), `activation`, `dtype`, keyword-only `key`.
     """
 
-    layers: list[PointwiseLinear]
+    layers: tuple[PointwiseLinear, ...]
     activation: Callable = eqx.field(static=True)
 
     def __init__(

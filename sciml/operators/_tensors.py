@@ -106,7 +106,7 @@ class CPTensor(eqx.Module):
     """
 
     weights: Float[Array, " rank 2"]
-    factors: list[Float[Array, " dim rank 2"]]
+    factors: tuple[Float[Array, " dim rank 2"], ...]
     shape: tuple[int, ...] = eqx.field(static=True)
     rank: int = eqx.field(static=True)
 
@@ -116,8 +116,8 @@ class CPTensor(eqx.Module):
         self.rank = cp_rank(self.shape, rank)
         std_factors = (std / math.sqrt(self.rank)) ** (1.0 / len(self.shape))
         self.weights = jnp.zeros((self.rank, 2), dtype).at[:, 0].set(1.0)
-        self.factors = complex_normals(
-            key, [(n, self.rank) for n in self.shape], std_factors, dtype
+        self.factors = tuple(
+            complex_normals(key, [(n, self.rank) for n in self.shape], std_factors, dtype)
         )
 
     def operands(self, modes: str) -> tuple[list[str], list[Array]]:
@@ -140,7 +140,7 @@ class TuckerTensor(eqx.Module):
     """
 
     core: Float[Array, " *ranks 2"]
-    factors: list[Float[Array, " dim rank 2"]]
+    factors: tuple[Float[Array, " dim rank 2"], ...]
     shape: tuple[int, ...] = eqx.field(static=True)
     rank: tuple[int, ...] = eqx.field(static=True)
 
@@ -151,7 +151,8 @@ class TuckerTensor(eqx.Module):
         order = len(self.shape)
         std_factors = (std / math.sqrt(float(np.prod(self.rank)))) ** (1.0 / (order + 1))
         shapes = [self.rank] + [(n, r) for n, r in zip(self.shape, self.rank)]
-        self.core, *self.factors = complex_normals(key, shapes, std_factors, dtype)
+        self.core, *factors = complex_normals(key, shapes, std_factors, dtype)
+        self.factors = tuple(factors)
 
     def operands(self, modes: str) -> tuple[list[str], list[Array]]:
         _check_modes(modes, self.shape)
@@ -173,7 +174,7 @@ class TTTensor(eqx.Module):
     Fields: `cores[k]` `(r_k, n_k, r_{k+1}, 2)`.
     """
 
-    cores: list[Float[Array, " rank_in dim rank_out 2"]]
+    cores: tuple[Float[Array, " rank_in dim rank_out 2"], ...]
     shape: tuple[int, ...] = eqx.field(static=True)
     rank: tuple[int, ...] = eqx.field(static=True)
 
@@ -184,7 +185,7 @@ class TTTensor(eqx.Module):
         order = len(self.shape)
         std_factors = (std / math.sqrt(float(np.prod(self.rank)))) ** (1.0 / order)
         shapes = [(self.rank[k], n, self.rank[k + 1]) for k, n in enumerate(self.shape)]
-        self.cores = complex_normals(key, shapes, std_factors, dtype)
+        self.cores = tuple(complex_normals(key, shapes, std_factors, dtype))
 
     def operands(self, modes: str) -> tuple[list[str], list[Array]]:
         _check_modes(modes, self.shape)
@@ -211,7 +212,7 @@ class JointTuckerTensor(eqx.Module):
 
     core: Float[Array, " *ranks 2"]
     layer_factor: Float[Array, " n_layers rank 2"]
-    factors: list[Float[Array, " dim rank 2"]]
+    factors: tuple[Float[Array, " dim rank 2"], ...]
     shape: tuple[int, ...] = eqx.field(static=True)
     rank: tuple[int, ...] = eqx.field(static=True)
 
@@ -224,9 +225,8 @@ class JointTuckerTensor(eqx.Module):
         order = len(self.shape)
         std_factors = (std / math.sqrt(float(np.prod(self.rank)))) ** (1.0 / (order + 1))
         shapes = [self.rank] + [(n, r) for n, r in zip(self.shape, self.rank)]
-        self.core, self.layer_factor, *self.factors = complex_normals(
-            key, shapes, std_factors, dtype
-        )
+        self.core, self.layer_factor, *factors = complex_normals(key, shapes, std_factors, dtype)
+        self.factors = tuple(factors)
 
     @property
     def n_layers(self) -> int:

@@ -77,7 +77,10 @@ def test_joint_factorization_layer_l_uses_its_row(joint_model):
         )
         blocks.append(eqx.tree_at(lambda b: b.conv, block, conv, is_leaf=lambda v: v is None))
     unrolled = eqx.tree_at(
-        lambda m: (m.blocks, m.joint_conv), joint_model, (blocks, None), is_leaf=lambda v: v is None
+        lambda m: (m.blocks, m.joint_conv),
+        joint_model,
+        (tuple(blocks), None),
+        is_leaf=lambda v: v is None,
     )
     np.testing.assert_allclose(
         eqx.filter_jit(unrolled)(x), eqx.filter_jit(joint_model)(x), atol=1e-12

@@ -1,0 +1,172 @@
+"""Neural-operator train steps and memory: dense FNO vs TFNO (CP / Tucker / TT), MG-TFNO.
+
+1. One training step (forward, relative L2 loss, backward, Adam update) for a
+   batch of 8 fields 1 -> 1 channel at 64², hidden 32, modes 12×12, 4 layers,
+   grid embedding, GELU, channel MLP with soft-gating skip, linear FNO skip
+   (neuraloperator's defaults). Models: dense FNO (the baseline) and TFNO with
+   Tucker, CP and TT weights at rank 0.1, each with the "factorized" and the
+   "reconstructed" contraction. Ratios are step time / dense FNO step time.
+2. Peak memory (XLA's memory analysis of the compiled train step, per device)
+   at 256², batch 8, for the dense FNO and for MG-TFNO (Tucker 0.1, levels 1
+   and 2, padding 1/16), which maps 2^L × 2^L overlapping tiles plus context
+   windows instead of the full field: (a) stitched, all tiles on one device;
+   (b) stitched, tiles sharded over 4 (virtual CPU) devices; (c) per-tile
+   training (`stitching=False`) with batches of 8 tiles, i.e. 8 model inputs
+   of the tile size instead of 8 full fields.
+
+usage: python -m benchmarks.operators [--quick]
+"""
+
+import argparse
+import os
+
+
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    )
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from benchmarks._common import emit, environment, peak_memory_bytes, time_fn
+from sciml.operators import FNO, MGTFNO, relative_lp_loss
+
+
+def _n_params(model) -> int:
+    leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    return int(sum(x.size for x in leaves))
+
+
+def _train_step(optimizer):
+    def step(params, static, opt_state, x, y):
+        """One Adam step on the relative L2 loss; `static` is the non-array part."""
+
+        def loss(params):
+            model = eqx.combine(params, static)
+            return relative_lp_loss(jax.vmap(model)(x), y, reduction="mean")
+
+        value, grads = jax.value_and_grad(loss)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    return step
+
+
+def _step_inputs(model, optimizer, batch, grid, channels=1):
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    x = jax.random.normal(jax.random.key(1), (batch, channels, *grid), jnp.float32)
+    y = jnp.roll(x, 3, axis=-1)
+    return params, static, optimizer.init(params), x, y
+
+
+def bench_step(name, model, batch, grid):
+    optimizer = optax.adam(1e-3)
+    params, static, opt_state, x, y = _step_inputs(model, optimizer, batch, grid)
+    inner = _train_step(optimizer)
+    step = jax.jit(lambda p, s, x, y: inner(p, static, s, x, y))
+    timing = time_fn(step, params, opt_state, x, y, repeats=5, min_seconds=0.3)
+    return {"model": name, "n_params": _n_params(model), **timing}
+
+
+def bench_memory(name, model, batch, grid, per_tile=False):
+    optimizer = optax.adam(1e-3)
+    params, static, opt_state, x, y = _step_inputs(model, optimizer, batch, grid)
+    if per_tile:
+        # a step on `batch` tiles with their context channels: the model inputs
+        # (the patching itself is data preparation, done once per field)
+        window = jax.eval_shape(model.patch, x[0]).shape[1:]
+        x = jax.random.normal(jax.random.key(2), (batch, *window), x.dtype)
+        y = x[:, :1]
+
+    def step(params, opt_state, x, y):
+        def loss(params):
+            model = eqx.combine(params, static)
+            apply = model.model if per_tile else model
+            return relative_lp_loss(jax.vmap(apply)(x), y, reduction="mean")
+
+        grads = jax.grad(loss)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    memory = peak_memory_bytes(step, params, opt_state, x, y)
+    return {
+        "model": name,
+        "n_params": _n_params(model),
+        "peak_bytes": memory,
+        "input_shape": list(x.shape),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (32², 2 layers)")
+    args = parser.parse_args(argv)
+    env = environment()
+    if args.quick:
+        size, big, hidden, modes, layers, batch = 32, 64, 16, (8, 8), 2, 4
+    else:
+        size, big, hidden, modes, layers, batch = 64, 256, 32, (12, 12), 4, 8
+    key = jax.random.key(0)
+    common = dict(n_layers=layers, dtype=jnp.float32, key=key)
+
+    baseline = None
+    variants = [("fno-dense", dict(factorization=None), "factorized")]
+    for factorization in ("tucker", "cp", "tt"):
+        for implementation in ("factorized", "reconstructed"):
+            variants.append(
+                (
+                    f"tfno-{factorization}-0.1-{implementation}",
+                    dict(factorization=factorization, rank=0.1),
+                    implementation,
+                )
+            )
+    for name, kwargs, implementation in variants:
+        model = FNO(modes, 1, 1, hidden, implementation=implementation, **kwargs, **common)
+        record = bench_step(name, model, batch, (size, size))
+        if baseline is None:
+            baseline = record["median_s"]
+        record.update(
+            benchmark="operators.train_step",
+            batch=batch,
+            grid=size,
+            ratio_to_dense=record["median_s"] / baseline,
+            **env,
+        )
+        emit(record)
+
+    dense_memory = None
+    mesh = Mesh(np.array(jax.devices()[:4]), ("tiles",))
+    sharding = NamedSharding(mesh, PartitionSpec("tiles"))
+    memory_models = [("fno-dense", FNO(modes, 1, 1, hidden, **common), False)]
+    for levels in (1, 2):
+        mg = dict(levels=levels, padding_fraction=1 / 16, **common)
+        memory_models += [
+            (f"mgtfno-L{levels}-stitched", MGTFNO(modes, 1, 1, hidden, **mg), False),
+            (
+                f"mgtfno-L{levels}-stitched-sharded4",
+                MGTFNO(modes, 1, 1, hidden, tile_sharding=sharding, **mg),
+                False,
+            ),
+            (f"mgtfno-L{levels}-per-tile", MGTFNO(modes, 1, 1, hidden, **mg), True),
+        ]
+    for name, model, per_tile in memory_models:
+        record = bench_memory(name, model, batch, (big, big), per_tile=per_tile)
+        if dense_memory is None:
+            dense_memory = record["peak_bytes"]
+        record.update(
+            benchmark="operators.peak_memory",
+            batch=batch,
+            grid=big,
+            ratio_to_dense=(record["peak_bytes"] / dense_memory) if dense_memory else None,
+            **env,
+        )
+        emit(record)
+
+
+if __name__ == "__main__":
+    main()
