@@ -1,0 +1,30 @@
+"""Darcy flow: a dense FNO learns the map from the coefficient `a` to the pressure `u`.
+
+`python -m experiments.run --config experiments/configs/darcy_fno.py`; evaluates
+at the training grid and zero-shot at the nested `2s − 1` grid. The `tiny`
+variant (`darcy_fno.py:tiny`) runs in seconds for the test suite.
+"""
+
+import ml_collections
+
+from experiments.tasks.operators_common import base_config, make_tiny
+
+
+def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
+    config = base_config("darcy_fno", "operators_darcy", steps=3000)
+    config.data = ml_collections.ConfigDict()
+    config.data.n_train = 1000
+    config.data.n_test = 100
+    config.data.resolution = 33  # nodes per side, boundary included: h = 1/32
+    config.data.super_resolution = True
+    config.model.factorization = "dense"
+    config.optimizer.learning_rate = 3e-3
+
+    if variant == "tiny":
+        make_tiny(config)
+        config.data.n_train = 32
+        config.data.n_test = 8
+        config.data.resolution = 17
+    elif variant is not None:
+        raise ValueError(f"unknown variant {variant!r}; accepted: 'tiny'")
+    return config

@@ -1,0 +1,16 @@
+"""Darcy flow with a TFNO: `darcy_fno` with Tucker-factorised spectral weights (rank 0.1).
+
+`python -m experiments.run --config experiments/configs/darcy_tfno.py[:tiny]`
+"""
+
+import ml_collections
+
+from experiments.configs.darcy_fno import get_config as darcy_fno_config
+
+
+def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
+    config = darcy_fno_config(variant)
+    config.name = "darcy_tfno"
+    config.model.factorization = "tucker"
+    config.model.rank = 0.1
+    return config

@@ -1,0 +1,322 @@
+"""What the neural-operator experiments share: models from configs, data scaling,
+losses, batched prediction, metrics, plots and train-step memory.
+
+Fields are stored as `(n, channels, *grid)` arrays. Inputs are standardised with
+the training set's mean and standard deviation; outputs are divided by the
+training outputs' standard deviation (relative losses do not change under a
+scale, so the model's relative errors are the physical ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from experiments.common import Experiment
+from sciml.operators import FNO, MGTFNO, h1_loss, relative_lp_loss
+
+
+def model_config(**overrides) -> ml_collections.ConfigDict:
+    """Default `config.model` of the operator experiments (neuraloperator's names)."""
+    cfg = ml_collections.ConfigDict()
+    cfg.kind = "fno"  # "fno" or "mgtfno"
+    cfg.n_modes = (12, 12)
+    cfg.hidden_channels = 32
+    cfg.n_layers = 4
+    cfg.factorization = "dense"  # "dense", "cp", "tucker", "tt"
+    cfg.rank = 0.1
+    cfg.joint_factorization = False
+    cfg.implementation = "factorized"
+    cfg.domain_padding = 0.0
+    cfg.lifting_channel_ratio = 2
+    cfg.projection_channel_ratio = 2
+    cfg.channel_mlp_skip = "soft-gating"
+    cfg.fno_skip = "linear"
+    cfg.levels = 1  # MG-TFNO only
+    cfg.padding_fraction = 0.125
+    cfg.stitching = True
+    cfg.update(overrides)
+    return cfg
+
+
+def base_config(name: str, task: str, steps: int) -> ml_collections.ConfigDict:
+    """The keys every operator config shares: run, `train.*` and `optimizer.*`.
+
+    Adam with weight decay 1e-4 and a cosine schedule over `train.steps`
+    (neuraloperator's recipe uses AdamW-style decay and a step schedule; cosine
+    needs no tuning of the step boundaries when `train.steps` is overridden).
+    """
+    config = ml_collections.ConfigDict()
+    config.name = name
+    config.task = task
+    config.seed = 0
+    config.model = model_config()
+
+    steps = ml_collections.FieldReference(steps)
+    config.train = ml_collections.ConfigDict()
+    config.train.steps = steps
+    config.train.batch_size = 16
+    config.train.loss = "h1"
+    config.train.log_every = 50
+    config.train.eval_every = 500
+    config.train.checkpoint_every = 500
+    config.train.keep_checkpoints = 2
+    config.train.progress = True
+
+    config.optimizer = ml_collections.ConfigDict()
+    config.optimizer.name = "adamw"
+    config.optimizer.learning_rate = 2e-3
+    config.optimizer.weight_decay = 1e-4
+    config.optimizer.schedule = "cosine"
+    config.optimizer.warmup_steps = 50
+    config.optimizer.decay_steps = steps
+    config.optimizer.clip_norm = 1.0
+    return config
+
+
+def make_tiny(config: ml_collections.ConfigDict, steps: int = 30) -> None:
+    """Shrinks `config` in place to a seconds-long smoke run (the `:tiny` variants)."""
+    config.model.n_modes = (6, 6)
+    config.model.hidden_channels = 8
+    config.model.n_layers = 2
+    config.train.steps = steps
+    config.train.batch_size = 4
+    config.train.log_every = 10
+    config.train.eval_every = steps
+    config.train.checkpoint_every = steps
+    config.train.progress = False
+    config.optimizer.warmup_steps = 5
+
+
+def build_model(cfg, in_channels: int, out_channels: int, key) -> eqx.Module:
+    """An `FNO` (dense or factorised) or `MGTFNO` from a `model_config`."""
+    kwargs = dict(
+        n_layers=int(cfg.n_layers),
+        factorization=None if cfg.factorization == "dense" else cfg.factorization,
+        rank=float(cfg.rank),
+        joint_factorization=bool(cfg.joint_factorization),
+        implementation=cfg.implementation,
+        lifting_channel_ratio=cfg.lifting_channel_ratio,
+        projection_channel_ratio=cfg.projection_channel_ratio,
+        channel_mlp_skip=cfg.channel_mlp_skip,
+        fno_skip=cfg.fno_skip,
+        domain_padding=float(cfg.domain_padding) or None,
+        key=key,
+    )
+    args = (tuple(cfg.n_modes), in_channels, out_channels, int(cfg.hidden_channels))
+    if cfg.kind == "fno":
+        return FNO(*args, **kwargs)
+    if cfg.kind == "mgtfno":
+        return MGTFNO(
+            *args,
+            levels=int(cfg.levels),
+            padding_fraction=float(cfg.padding_fraction),
+            stitching=bool(cfg.stitching),
+            **kwargs,
+        )
+    raise ValueError(f"config.model.kind must be 'fno' or 'mgtfno', got {cfg.kind!r}.")
+
+
+@dataclasses.dataclass
+class OperatorData:
+    """Scaled train / test fields, `(n, channels, *grid)`, and the scales used."""
+
+    x_train: jax.Array
+    y_train: jax.Array
+    x_test: jax.Array
+    y_test: jax.Array
+    x_test_2x: jax.Array | None
+    y_test_2x: jax.Array | None
+    x_mean: float
+    x_std: float
+    y_std: float
+
+    @classmethod
+    def from_arrays(cls, x_train, y_train, x_test, y_test, x_test_2x=None, y_test_2x=None):
+        dtype = jnp.result_type(float)
+        x_mean, x_std = float(np.mean(x_train)), float(np.std(x_train))
+        y_std = float(np.std(y_train))
+
+        def prep(x, shift, scale):
+            return None if x is None else jnp.asarray((np.asarray(x) - shift) / scale, dtype)
+
+        return cls(
+            prep(x_train, x_mean, x_std),
+            prep(y_train, 0.0, y_std),
+            prep(x_test, x_mean, x_std),
+            prep(y_test, 0.0, y_std),
+            prep(x_test_2x, x_mean, x_std),
+            prep(y_test_2x, 0.0, y_std),
+            x_mean,
+            x_std,
+            y_std,
+        )
+
+
+def predict(model, x, batch_size: int = 16):
+    """`model` applied to every sample of `x`, `batch_size` samples at a time."""
+    return _predict(model, x, batch_size)
+
+
+@eqx.filter_jit
+def _predict(model, x, batch_size):
+    return jax.lax.map(model, x, batch_size=min(batch_size, x.shape[0]))
+
+
+def relative_errors(pred, true, *, periodic: bool, domain_length) -> dict[str, float]:
+    """Mean relative L2 and H1 errors over samples (and channels)."""
+    l2 = relative_lp_loss(pred, true, reduction="mean")
+    h1 = h1_loss(pred, true, periodic=periodic, domain_length=domain_length, reduction="mean")
+    return {"rel_l2": float(l2), "rel_h1": float(h1)}
+
+
+def make_loss_fn(loss: str, *, periodic: bool, domain_length):
+    """`loss_fn(model, (x, y), key) -> (loss, {"rel_l2", "rel_h1"})`.
+
+    `loss` is `"h1"` or `"l2"` (relative, mean over samples). For an `MGTFNO`
+    with `stitching=False` the loss is taken over tiles as independent samples.
+    """
+    if loss not in ("h1", "l2"):
+        raise ValueError(f"config.train.loss must be 'h1' or 'l2', got {loss!r}.")
+
+    def loss_fn(model, batch, key):
+        x, y = batch
+        if isinstance(model, MGTFNO):
+            pred, target = jax.vmap(model.training_pair)(x, y)
+            pred = pred.reshape((-1, *pred.shape[2:]))
+            target = target.reshape((-1, *target.shape[2:]))
+            tile_periodic = periodic and model.stitching
+        else:
+            pred, target, tile_periodic = jax.vmap(model)(x), y, periodic
+        l2 = relative_lp_loss(pred, target, reduction="mean")
+        h1 = h1_loss(
+            pred, target, periodic=tile_periodic, domain_length=domain_length, reduction="mean"
+        )
+        return (h1 if loss == "h1" else l2), {"rel_l2": l2, "rel_h1": h1}
+
+    return loss_fn
+
+
+def make_batch_fn(x, y, batch_size: int):
+    """`batch_fn(step, key)`: `batch_size` random training samples (a pure function)."""
+    n = x.shape[0]
+
+    @jax.jit
+    def batch_fn(step, key):
+        index = jax.random.randint(key, (batch_size,), 0, n)
+        return x[index], y[index]
+
+    return batch_fn
+
+
+def make_evaluate(data: OperatorData, *, periodic: bool, domain_length, domain_length_2x=None):
+    """`evaluate(model)`: test errors at the training grid and (if present) at 2×."""
+
+    def evaluate(model) -> dict[str, float]:
+        out = {}
+        errors = relative_errors(
+            predict(model, data.x_test), data.y_test, periodic=periodic, domain_length=domain_length
+        )
+        out.update({f"test_{k}": v for k, v in errors.items()})
+        if data.x_test_2x is not None:
+            errors = relative_errors(
+                predict(model, data.x_test_2x, batch_size=4),
+                data.y_test_2x,
+                periodic=periodic,
+                domain_length=domain_length_2x or domain_length,
+            )
+            out.update({f"test_{k}_2x": v for k, v in errors.items()})
+        return out
+
+    return evaluate
+
+
+def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("input", "truth")):
+    """input / truth / prediction / |error| of the first test sample, at 1× and 2×."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [("", data.x_test, data.y_test)]
+    if data.x_test_2x is not None:
+        rows.append((" (2× resolution, zero-shot)", data.x_test_2x, data.y_test_2x))
+    fig, axes = plt.subplots(len(rows), 4, figsize=(13, 3.2 * len(rows)), squeeze=False)
+    for row, (suffix, x, y) in zip(axes, rows):
+        x0 = np.asarray(x[0, 0]) * data.x_std + data.x_mean
+        y0 = np.asarray(y[0, 0]) * data.y_std
+        pred = np.asarray(predict(model, x[:1], batch_size=1)[0, 0]) * data.y_std
+        panels = [
+            (x0, labels[0], "viridis"),
+            (y0, labels[1], "RdBu_r"),
+            (pred, "prediction", "RdBu_r"),
+            (np.abs(pred - y0), "|error|", "magma"),
+        ]
+        vmax = float(np.max(np.abs(y0)))
+        for ax, (field, title, cmap) in zip(row, panels):
+            kwargs = {"vmin": -vmax, "vmax": vmax} if cmap == "RdBu_r" else {}
+            image = ax.imshow(field.T, origin="lower", cmap=cmap, **kwargs)
+            ax.set(title=title + suffix, xticks=[], yticks=[])
+            fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    fig.savefig(plot_dir / "predictions.png", dpi=110)
+    plt.close(fig)
+
+
+def train_step_memory(model, loss_fn, batch, optimizer) -> int | None:
+    """Peak memory in bytes (XLA memory analysis) of one compiled training step."""
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    opt_state = optimizer.init(params)
+
+    def step(params, opt_state, batch):
+        def loss(p):
+            return loss_fn(eqx.combine(p, static), batch, None)[0]
+
+        grads = jax.grad(loss)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return eqx.apply_updates(params, updates), opt_state
+
+    analysis = jax.jit(step).lower(params, opt_state, batch).compile().memory_analysis()
+    if analysis is None:
+        return None
+    return int(
+        analysis.temp_size_in_bytes
+        + analysis.argument_size_in_bytes
+        + analysis.output_size_in_bytes
+        - analysis.alias_size_in_bytes
+    )
+
+
+def build_experiment(
+    config,
+    data: OperatorData,
+    *,
+    periodic: bool,
+    domain_length,
+    domain_length_2x=None,
+    labels=("input", "truth"),
+    model_cfg=None,
+) -> Experiment:
+    """The standard-loop `Experiment` of one operator model on `data`.
+
+    The model is built from `model_cfg` (default `config.model`).
+    """
+    key = jax.random.key(int(config.seed))
+    in_channels, out_channels = data.x_train.shape[1], data.y_train.shape[1]
+    model = build_model(model_cfg or config.model, in_channels, out_channels, key)
+    loss_fn = make_loss_fn(config.train.loss, periodic=periodic, domain_length=domain_length)
+    return Experiment(
+        model=model,
+        loss_fn=loss_fn,
+        batch_fn=make_batch_fn(data.x_train, data.y_train, int(config.train.batch_size)),
+        evaluate=make_evaluate(
+            data, periodic=periodic, domain_length=domain_length, domain_length_2x=domain_length_2x
+        ),
+        plot=lambda model, plot_dir: plot_predictions(model, data, plot_dir, labels=labels),
+    )

@@ -1,0 +1,50 @@
+"""Darcy flow `−∇·(a∇u) = 1`: an FNO / TFNO learns the map from the coefficient `a`
+to the pressure `u` (Li et al. 2021; the neuraloperator Darcy example).
+
+Data come from `solvers.darcy` (finite differences on the node grid with boundary
+nodes, `s` points per side), generated in-process and cached for the run. The
+zero-shot super-resolution test set uses the nested grid `2s − 1`, on which the
+random coefficients are the same functions. Losses and metrics are relative and
+use non-periodic finite differences (the data are not periodic) with grid
+spacing `h = 1/(s − 1)`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from experiments.common import Experiment
+from experiments.tasks.operators_common import OperatorData, build_experiment
+
+
+@functools.lru_cache(maxsize=4)
+def darcy_data(n_train: int, n_test: int, resolution: int, seed: int, super_resolution: bool):
+    """Train / test sets (and the 2s−1 test set) as `(n, 1, s, s)` numpy arrays."""
+    from solvers import darcy
+
+    train = darcy.make_dataset(n_train, resolution, seed=seed)
+    test = darcy.make_dataset(n_test, resolution, seed=seed + 1)
+    arrays = [train["inputs"], train["outputs"], test["inputs"], test["outputs"]]
+    if super_resolution:
+        fine = darcy.make_dataset(n_test, 2 * resolution - 1, seed=seed + 1)
+        arrays += [fine["inputs"], fine["outputs"]]
+    return tuple(np.asarray(a)[:, None] for a in arrays)
+
+
+def build(config) -> Experiment:
+    d = config.data
+    arrays = darcy_data(
+        int(d.n_train), int(d.n_test), int(d.resolution), int(config.seed), bool(d.super_resolution)
+    )
+    data = OperatorData.from_arrays(*arrays)
+    s = int(d.resolution)
+    return build_experiment(
+        config,
+        data,
+        periodic=False,
+        domain_length=s / (s - 1),  # h = L / s = 1 / (s - 1)
+        domain_length_2x=(2 * s - 1) / (2 * s - 2),
+        labels=("coefficient a", "pressure u"),
+    )

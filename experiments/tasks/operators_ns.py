@@ -1,0 +1,74 @@
+"""2-D Navier–Stokes (vorticity form, periodic unit square, FNO forcing): a TFNO or
+MG-TFNO learns the map from the initial vorticity `ω(0)` to `ω(T)`.
+
+Data come from `solvers.navier_stokes` (pseudo-spectral, Crank–Nicolson/Heun),
+generated in-process and cached for the run. The zero-shot super-resolution test
+set is the same initial functions on the `2s` grid (`x_i = i/s` nests). Losses
+and metrics are relative, with periodic finite differences.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from experiments.common import Experiment
+from experiments.tasks.operators_common import OperatorData, build_experiment
+
+
+@functools.lru_cache(maxsize=4)
+def ns_data(
+    n_train: int,
+    n_test: int,
+    resolution: int,
+    seed: int,
+    viscosity: float,
+    t_final: float,
+    dt: float,
+    super_resolution: bool,
+):
+    """Train / test pairs `(ω(0), ω(T))` (and the 2s test set) as `(n, 1, s, s)` arrays."""
+    from solvers import navier_stokes
+
+    def make(n, s, seed):
+        out = navier_stokes.make_dataset(
+            n, s, seed=seed, viscosity=viscosity, t_final=t_final, record_every=t_final, dt=dt
+        )
+        return np.asarray(out["inputs"])[:, None], np.asarray(out["outputs"])[:, -1:]
+
+    arrays = [*make(n_train, resolution, seed), *make(n_test, resolution, seed + 1)]
+    if super_resolution:
+        arrays += make(n_test, 2 * resolution, seed + 1)
+    return tuple(arrays)
+
+
+def data_from_config(config) -> OperatorData:
+    d = config.data
+    arrays = ns_data(
+        int(d.n_train),
+        int(d.n_test),
+        int(d.resolution),
+        int(config.seed),
+        float(d.viscosity),
+        float(d.t_final),
+        float(d.dt),
+        bool(d.super_resolution),
+    )
+    return OperatorData.from_arrays(*arrays)
+
+
+def experiment(config, data: OperatorData, model_cfg=None) -> Experiment:
+    """The `Experiment` of `model_cfg` (default `config.model`) on the NS data."""
+    return build_experiment(
+        config,
+        data,
+        periodic=True,
+        domain_length=1.0,
+        labels=("vorticity ω(0)", "vorticity ω(T)"),
+        model_cfg=model_cfg,
+    )
+
+
+def build(config) -> Experiment:
+    return experiment(config, data_from_config(config))

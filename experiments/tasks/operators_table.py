@@ -1,0 +1,170 @@
+"""The MG-TFNO paper's comparison, reproduced small: dense FNO vs TFNO (CP, Tucker,
+TT at several ranks, joint Tucker across layers) vs MG-TFNO on 2-D Navier–Stokes.
+
+Every model is trained on the same data (the `operators_ns` task's), with the
+same optimiser, steps and seed, and scored on the same held-out set at the
+training grid and zero-shot at 2×. Models are given as short specs in
+`config.models`:
+
+- `"dense"`: the FNO with dense spectral weights (the baseline);
+- `"<factorization>:<rank>"` with factorization `cp`, `tucker` or `tt`, e.g.
+  `"tucker:0.1"`: a TFNO, `rank` the fraction of the dense weight's size;
+- `"joint:<rank>"`: one Tucker tensor for all layers' weights;
+- `"mg<L>-<factorization>:<rank>"`, e.g. `"mg1-tucker:0.1"`: MG-TFNO with `L`
+  levels (`config.model.padding_fraction`, `config.model.stitching`).
+
+Each model trains in `workdir/models/<spec>/` (checkpoints, `metrics.jsonl`) and
+leaves a `result.json` there when done, so an interrupted table resumes the
+model it was training and never retrains finished ones. The table goes to
+`workdir/table.md` and `summary.json` (keys `<spec>.<metric>`), the
+error-vs-parameters plot to `plots/compression.png`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+from pathlib import Path
+
+import jax
+import ml_collections
+
+from experiments.common import count_params, train_kwargs
+from experiments.tasks.operators_common import build_model, train_step_memory
+from experiments.tasks.operators_ns import data_from_config, experiment
+from sciml.training import Checkpointer, fit, make_optimizer
+
+
+SPEC = re.compile(
+    r"^(?:mg(?P<levels>\d+)-)?(?P<kind>dense|cp|tucker|tt|joint)(?::(?P<rank>[\d.e-]+))?$"
+)
+METRICS = ("test_rel_l2", "test_rel_h1", "test_rel_l2_2x", "test_rel_h1_2x")
+
+
+def parse_spec(spec: str, base: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """The model config of one spec: `base` (a `model_config`) with its changes."""
+    match = SPEC.match(spec)
+    if match is None or (match["kind"] == "dense") != (match["rank"] is None):
+        raise ValueError(
+            f"config.models: bad model spec {spec!r}; expected 'dense', "
+            "'<cp|tucker|tt|joint>:<rank>' or 'mg<L>-<cp|tucker|tt>:<rank>'."
+        )
+    cfg = copy.deepcopy(base)
+    kind = match["kind"]
+    cfg.factorization = "tucker" if kind == "joint" else kind
+    cfg.joint_factorization = kind == "joint"
+    if match["rank"] is not None:
+        cfg.rank = float(match["rank"])
+    if match["levels"] is not None:
+        if kind in ("dense", "joint"):
+            raise ValueError(f"config.models: {spec!r}: MG-TFNO takes cp, tucker or tt weights.")
+        cfg.kind = "mgtfno"
+        cfg.levels = int(match["levels"])
+    return cfg
+
+
+def train_model(config, spec: str, data, model_dir: Path) -> dict:
+    """Trains one model (resuming if interrupted) and returns its table row."""
+    done = model_dir / "result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    model_cfg = parse_spec(spec, config.model)
+    exp = experiment(config, data, model_cfg)
+    optimizer = make_optimizer(config.optimizer)
+    batch = exp.batch_fn(0, jax.random.key(0))
+    memory = train_step_memory(exp.model, exp.loss_fn, batch, optimizer)
+    checkpointer = Checkpointer(model_dir / "checkpoints")
+    first_step = checkpointer.latest_step() or 0  # > 0 when resuming
+    checkpointer.close()
+    start = time.perf_counter()
+    result = fit(
+        exp.model,
+        exp.loss_fn,
+        exp.batch_fn,
+        optimizer=optimizer,
+        key=jax.random.key(int(config.seed) + 1),
+        workdir=model_dir,
+        eval_fn=exp.evaluate,
+        fingerprint={"name": str(config.name), "task": str(config.task), "model": spec},
+        description=spec,
+        **train_kwargs(config),
+    )
+    seconds = time.perf_counter() - start
+    steps_run = result.step - first_step
+    row = {
+        "n_params": count_params(result.model),
+        # a resumed model is timed over the steps of its last invocation
+        "train_seconds": seconds * result.step / max(steps_run, 1),
+        "peak_memory_mb": None if memory is None else memory / 2**20,
+        **{k: result.metrics.get(f"eval_{k}") for k in METRICS},
+    }
+    done.write_text(json.dumps(row, indent=2) + "\n")
+    return row
+
+
+def markdown_table(rows: dict[str, dict], dense_params: int) -> str:
+    """The comparison as a Markdown table (errors in percent)."""
+    lines = [
+        "| model | parameters | compression | rel. L2 | rel. H1 | rel. L2 at 2× "
+        "| train time (s) | peak memory (MB) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for spec, r in rows.items():
+
+        def pct(key, r=r):
+            return "–" if r[key] is None else f"{100 * r[key]:.2f}%"
+
+        memory = "–" if r["peak_memory_mb"] is None else f"{r['peak_memory_mb']:.0f}"
+        lines.append(
+            f"| {spec} | {r['n_params']:,} | {dense_params / r['n_params']:.1f}× "
+            f"| {pct('test_rel_l2')} | {pct('test_rel_h1')} | {pct('test_rel_l2_2x')} "
+            f"| {r['train_seconds']:.0f} | {memory} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_compression(rows: dict[str, dict], plot_dir: Path) -> None:
+    """Test relative L2 error against parameter count, one point per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for spec, r in rows.items():
+        if r["test_rel_l2"] is None:
+            continue
+        marker = "s" if spec == "dense" else ("^" if spec.startswith("mg") else "o")
+        ax.loglog(r["n_params"], r["test_rel_l2"], marker, label=spec)
+    ax.set(xlabel="parameters", ylabel="test relative L2 error")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(plot_dir / "compression.png", dpi=120)
+    plt.close(fig)
+
+
+def run(config, workdir: Path) -> dict:
+    specs = [s.strip() for s in config.models]
+    for spec in specs:  # every spec is checked before any work starts
+        parse_spec(spec, config.model)
+    data = data_from_config(config)
+    dense = build_model(
+        parse_spec("dense", config.model),
+        data.x_train.shape[1],
+        data.y_train.shape[1],
+        jax.random.key(0),
+    )
+    dense_params = count_params(dense)
+    rows = {}
+    for spec in specs:
+        model_dir = Path(workdir) / "models" / spec.replace(":", "-")
+        rows[spec] = train_model(config, spec, data, model_dir)
+    (Path(workdir) / "table.md").write_text(markdown_table(rows, dense_params))
+    plot_compression(rows, Path(workdir) / "plots")
+    summary = {"dense_params": dense_params}
+    for spec, row in rows.items():
+        row = {**row, "compression": dense_params / row["n_params"]}
+        summary.update({f"{spec}.{k}": v for k, v in row.items()})
+    return summary
