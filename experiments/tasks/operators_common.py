@@ -80,7 +80,7 @@ def base_config(name: str, task: str, steps: int) -> ml_collections.ConfigDict:
     return config
 
 
-def make_tiny(config: ml_collections.ConfigDict, steps: int = 30) -> None:
+def make_tiny(config: ml_collections.ConfigDict, steps: int = 60) -> None:
     """Shrinks `config` in place to a seconds-long smoke run (the `:tiny` variants)."""
     config.model.n_modes = (6, 6)
     config.model.hidden_channels = 8
@@ -92,6 +92,7 @@ def make_tiny(config: ml_collections.ConfigDict, steps: int = 30) -> None:
     config.train.checkpoint_every = steps
     config.train.progress = False
     config.optimizer.warmup_steps = 5
+    config.optimizer.learning_rate = 1e-2
 
 
 def build_model(cfg, in_channels: int, out_channels: int, key) -> eqx.Module:
