@@ -78,22 +78,3 @@ def emit(record: dict[str, Any], stream=sys.stdout) -> None:
     """Prints one benchmark record as a JSON line."""
     stream.write(json.dumps(record, sort_keys=True, default=float) + "\n")
     stream.flush()
-
-
-def peak_memory_bytes(fn: Callable[..., Any], *args: Any) -> int | None:
-    """Peak temporary + argument + output memory of the compiled `fn(*args)`.
-
-    Taken from XLA's memory analysis of the compiled executable, so it is the
-    same on every run and works on CPU and GPU. Returns None where the backend
-    does not report it.
-    """
-    compiled = jax.jit(fn).lower(*args).compile()
-    analysis = compiled.memory_analysis()
-    if analysis is None:
-        return None
-    return int(
-        analysis.temp_size_in_bytes
-        + analysis.argument_size_in_bytes
-        + analysis.output_size_in_bytes
-        - analysis.alias_size_in_bytes
-    )

@@ -33,8 +33,9 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from benchmarks._common import emit, environment, peak_memory_bytes, time_fn
+from benchmarks._common import emit, environment, time_fn
 from sciml.operators import FNO, MGTFNO, relative_lp_loss
+from sciml.training import peak_memory_bytes
 
 
 def _n_params(model) -> int:

@@ -20,6 +20,7 @@ import numpy as np
 
 from experiments.common import Experiment
 from sciml.operators import FNO, MGTFNO, h1_loss, relative_lp_loss
+from sciml.training import peak_memory_bytes
 
 
 def model_config(**overrides) -> ml_collections.ConfigDict:
@@ -283,15 +284,7 @@ def train_step_memory(model, loss_fn, batch, optimizer) -> int | None:
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return eqx.apply_updates(params, updates), opt_state
 
-    analysis = jax.jit(step).lower(params, opt_state, batch).compile().memory_analysis()
-    if analysis is None:
-        return None
-    return int(
-        analysis.temp_size_in_bytes
-        + analysis.argument_size_in_bytes
-        + analysis.output_size_in_bytes
-        - analysis.alias_size_in_bytes
-    )
+    return peak_memory_bytes(step, params, opt_state, batch)
 
 
 def build_experiment(
