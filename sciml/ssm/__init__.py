@@ -36,6 +36,17 @@ from ._kernel import (
     vandermonde_kernel as vandermonde_kernel,
 )
 from ._layers import MODES as MODES, S4D as S4D, S5 as S5
+from ._models import (
+    SequenceBlock as SequenceBlock,
+    SequenceModel as SequenceModel,
+    ssm_labels as ssm_labels,
+    ssm_optimizer as ssm_optimizer,
+)
+from ._plot import (
+    convergence_table as convergence_table,
+    diagonal_system as diagonal_system,
+    plot_convergence as plot_convergence,
+)
 from ._ptd import (
     optimize_perturbation as optimize_perturbation,
     ptd_eig as ptd_eig,

@@ -4,7 +4,8 @@ r"""Discretisation of diagonal systems `x' = Λx + Bu` with step `Δ`, mode by m
 - bilinear: `λ̄ = (1 + Δλ/2)/(1 − Δλ/2)`, `B̄ = Δ/(1 − Δλ/2) · B`.
 
 Both preserve the DC gain `−C Λ⁻¹ B`. The kernel uses `log λ̄` (for ZOH exactly
-`Δλ`, so `λ̄ˡ = e^{lΔλ}` never takes the log of an underflowed `λ̄`).
+`Δλ`, so `λ̄ˡ = e^{lΔλ}` never takes the log of an underflowed `λ̄`; for
+bilinear `λ̄ = 0` at `Δλ = −2` is replaced by `eps²`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def discrete_log_eigenvalues(
     if check_discretization(method) == "zoh":
         return dt_Lambda, jnp.expm1(dt_Lambda) / Lambda
     denominator = 1.0 - dt_Lambda / 2
-    return jnp.log((1.0 + dt_Lambda / 2) / denominator), dt / denominator
+    # Δλ = −2 maps to λ̄ = 0; keep its logarithm finite (λ̄ˡ ≈ eps^(2l) for l ≥ 1)
+    numerator = 1.0 + dt_Lambda / 2
+    numerator = jnp.where(numerator == 0, jnp.finfo(numerator.dtype).eps ** 2, numerator)
+    return jnp.log(numerator / denominator), dt / denominator
 
 
 def discretize(

@@ -64,6 +64,20 @@ def _unit_columns(V):
     return V / jnp.linalg.norm(V, axis=0)
 
 
+def _real_pair_distance(w: jax.Array, tol: float) -> jax.Array:
+    """Σ over real eigenvalues of the distance to the nearest other real one.
+
+    Real eigenvalues of a real matrix stay real under small perturbations (the
+    gap penalty has no gradient there) until two of them meet and leave the
+    axis as a conjugate pair: this term pulls them together.
+    """
+    real = jnp.abs(w.imag) < tol
+    distance = jnp.abs(w.real[:, None] - w.real[None, :])
+    others = real[:, None] & real[None, :] & ~jnp.eye(w.shape[0], dtype=bool)
+    nearest = jnp.min(jnp.where(others, distance, jnp.inf), axis=1)
+    return jnp.sum(jnp.where(real & jnp.isfinite(nearest), nearest, 0.0))
+
+
 def ptd_objective(
     X: jax.Array,
     A: jax.Array,
@@ -95,6 +109,7 @@ def ptd_objective(
     violation = jnp.sum(jax.nn.relu(w.real + margin) ** 2)
     if pairs:
         violation = violation + jnp.sum(jax.nn.relu(gap - jnp.abs(w.imag)) ** 2)
+        violation = violation + _real_pair_distance(w, 1e-9 * scale)
     size = jnp.linalg.norm(X)
     loss = kappa + gamma * size + penalty * violation
     return loss, {"kappa": kappa, "size": size, "violation": violation, "eigenvalues": w}
