@@ -1,4 +1,4 @@
-"""The adding problem with a causal S4D model.
+"""The adding problem with a causal S4D-Lin model.
 
 `python -m experiments.run --config experiments/configs/ssm_adding.py`
 (length 1024; override `--config.data.length` for 256 to 4096, and

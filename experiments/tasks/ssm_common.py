@@ -68,6 +68,7 @@ def build_model(model_cfg, d_input: int, d_output: int, key) -> SequenceModel:
         activation=model_cfg.activation or None,
         dropout=model_cfg.dropout,
         prenorm=model_cfg.prenorm,
+        norm=model_cfg.norm,
         ssm_kwargs=ssm_kwargs(model_cfg),
         key=key,
     )

@@ -77,8 +77,9 @@ def test_recall_learns_at_length_256(tmp_path):
 
 @pytest.mark.slow
 def test_adding_learns_at_length_256(tmp_path):
+    # the loss sits at the mean predictor's 1/6 for ~2000 steps, then drops
     config = learning_config("ssm_adding")
-    config.train.steps = 800
+    config.train.steps = 3000
     config.optimizer.warmup_steps = 50
     summary = run.main_from_config(config, tmp_path)
     assert summary["test_mse"] < 0.03  # predicting the mean: 1/6
