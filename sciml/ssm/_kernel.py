@@ -1,28 +1,28 @@
 """Vandermonde kernels and FFT convolutions (the S4D path).
 
 `K[..., l] = Σ_n W[..., n] λ̄_n^l` for `l < L` is a Vandermonde product. The
-naive evaluation materialises `(..., N, L)` powers; here they are computed in
-chunks of the sequence axis, each chunk recomputed in the backward pass
-(`jax.checkpoint`), so memory stays `O(… · N · chunk)` instead of
-`O(… · N · L)`.
+naive evaluation materialises all `(..., N, L)` powers (complex exponentials:
+slow, and `O(H N L)` memory, also kept for the backward pass). Here positions
+are split as `l = c k + j` with `c ≈ √L`, so `λ̄^l = λ̄^{ck} λ̄^j` and
+
+`K[..., ck + j] = Σ_n (W_n λ̄_n^{ck}) λ̄_n^j`
+
+is one batched matrix product of two `O(N √L)` Vandermonde factors: `O(N √L)`
+exponentials and memory, `O(N L)` multiply-adds on the matrix unit.
 """
 
 from __future__ import annotations
 
-import jax
+import math
+
 import jax.numpy as jnp
 from jaxtyping import Array, Complex, Float
-
-
-DEFAULT_CHUNK = 1024
 
 
 def vandermonde_kernel(
     log_Lambda_bar: Complex[Array, "*batch modes"],
     W: Complex[Array, "*batch modes"],
     length: int,
-    *,
-    chunk_size: int | None = DEFAULT_CHUNK,
 ) -> Complex[Array, "*batch length"]:
     """`K[..., l] = Σ_n W[..., n] exp(l · log λ̄[..., n])`, `l = 0, …, length − 1`.
 
@@ -31,8 +31,6 @@ def vandermonde_kernel(
     - `log_Lambda_bar`: logarithms of the discrete eigenvalues, `(..., N)`.
     - `W`: weights (e.g. `C ⊙ B̄`), broadcastable against `log_Lambda_bar`.
     - `length`: kernel length `L`.
-    - `chunk_size`: evaluate `chunk_size` positions at a time (rematerialised
-      in the backward pass); `None` evaluates all `L` at once.
 
     **Returns:** the complex kernel `(..., L)`. An S4D layer with conjugate
     symmetry uses `2 Re K`.
@@ -40,19 +38,14 @@ def vandermonde_kernel(
     if length < 1:
         raise ValueError(f"length must be positive, got {length}.")
     log_Lambda_bar, W = jnp.broadcast_arrays(log_Lambda_bar, W)
-
-    def block(positions):
-        powers = jnp.exp(log_Lambda_bar[..., None] * positions)
-        return jnp.sum(W[..., None] * powers, axis=-2)
-
+    inner = math.ceil(math.sqrt(length))
+    outer = math.ceil(length / inner)
     real_dtype = jnp.finfo(log_Lambda_bar.dtype).dtype
-    if chunk_size is None or length <= chunk_size:
-        return block(jnp.arange(length, dtype=real_dtype))
-    n_chunks = -(-length // chunk_size)
-    positions = jnp.arange(n_chunks * chunk_size, dtype=real_dtype).reshape(n_chunks, chunk_size)
-    chunks = jax.lax.map(jax.checkpoint(block), positions)  # (chunks, ..., chunk)
-    kernel = jnp.moveaxis(chunks, 0, -2).reshape(*chunks.shape[1:-1], -1)
-    return kernel[..., :length]
+    z = log_Lambda_bar[..., None]
+    coarse = jnp.exp(z * (inner * jnp.arange(outer, dtype=real_dtype)))  # (..., N, outer)
+    fine = jnp.exp(z * jnp.arange(inner, dtype=real_dtype))  # (..., N, inner)
+    kernel = jnp.einsum("...nk,...nj->...kj", W[..., None] * coarse, fine)
+    return kernel.reshape(*kernel.shape[:-2], outer * inner)[..., :length]
 
 
 def causal_conv(

@@ -23,7 +23,7 @@ from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
 from ._discretize import check_discretization, discrete_log_eigenvalues
 from ._init import S4D_INITS, S5_INITS, _check_even, log_dt_init, s4d_init, s5_init
-from ._kernel import DEFAULT_CHUNK, causal_conv, causal_conv_complex, vandermonde_kernel
+from ._kernel import causal_conv, causal_conv_complex, vandermonde_kernel
 from ._scan import linear_recurrence, sequential_recurrence
 
 
@@ -149,7 +149,6 @@ class S4D(_DiagonalSSM):
       clipped to `±b_clip` (reference `1`, `2`; `0.5`, `None` converges to
       HiPPO-LegS). Ignored by other inits.
     - `mode`: default evaluation path, `"conv"`, `"scan"` or `"recurrent"`.
-    - `chunk_size`: kernel positions per chunk (memory `O(H N chunk)`).
     - `check_finite`: report non-finite inputs with `eqx.error_if`.
     - `dtype`: parameter dtype (default: JAX's default float).
     - `key`: PRNG key (for `C`, `D`, `log Δ`).
@@ -159,7 +158,6 @@ class S4D(_DiagonalSSM):
     """
 
     n_ssm: int = eqx.field(static=True)
-    chunk_size: int | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -176,7 +174,6 @@ class S4D(_DiagonalSSM):
         b_scale: float = 1.0,
         b_clip: float | None = 2.0,
         mode: str = "conv",
-        chunk_size: int | None = DEFAULT_CHUNK,
         check_finite: bool = True,
         dtype=None,
         key: PRNGKeyArray,
@@ -213,7 +210,7 @@ class S4D(_DiagonalSSM):
         self.log_dt = log_dt_init(dt_key, (features,), dt_min, dt_max, dtype)
         self.features, self.state_size, self.n_ssm = features, state_size, n_ssm
         self.discretization, self.real_transform = discretization, real_transform
-        self.bidirectional, self.mode, self.chunk_size = bidirectional, mode, chunk_size
+        self.bidirectional, self.mode = bidirectional, mode
         self.check_finite = check_finite
 
     def _discrete(self, step_rescale) -> tuple[Array, Array]:
@@ -229,7 +226,7 @@ class S4D(_DiagonalSSM):
     ) -> Float[Array, "directions features length"]:
         """The real convolution kernel `K[d, h, l] = 2 Re Σ_n C_{dhn} B̄_{hn} λ̄_{hn}^l`."""
         log_Lambda_bar, B_bar = self._discrete(step_rescale)
-        K = vandermonde_kernel(log_Lambda_bar, self.C * B_bar, length, chunk_size=self.chunk_size)
+        K = vandermonde_kernel(log_Lambda_bar, self.C * B_bar, length)
         return 2 * K.real
 
     def __call__(

@@ -153,25 +153,24 @@ def test_ptd_kernel_equals_powers_of_the_perturbed_matrix(getkey):
     np.testing.assert_allclose(K, expected, atol=1e-11 * np.max(np.abs(expected)))
 
 
-def test_chunked_kernel_and_its_gradient_equal_the_direct_one(getkey):
-    log_Lambda_bar = (
-        jax.random.normal(getkey(), (3, 5)) * 0.1 - 0.05 + 1j * jax.random.normal(getkey(), (3, 5))
-    )
+@pytest.mark.parametrize("length", [1, 7, 1000])
+def test_factored_kernel_and_its_gradient_equal_the_direct_sum(length, getkey):
+    z = -0.05 + 0.1 * jax.random.normal(getkey(), (3, 5)) + 1j * jax.random.normal(getkey(), (3, 5))
     W = jax.random.normal(getkey(), (3, 5)) + 1j * jax.random.normal(getkey(), (3, 5))
 
-    def f(chunk):
-        return lambda z, w: jnp.sum(jnp.abs(vandermonde_kernel(z, w, 1000, chunk_size=chunk)) ** 2)
+    def direct(z, W):
+        powers = jnp.exp(z[..., None] * jnp.arange(length))
+        return jnp.sum(W[..., None] * powers, axis=-2)
 
-    np.testing.assert_allclose(
-        vandermonde_kernel(log_Lambda_bar, W, 1000, chunk_size=128),
-        vandermonde_kernel(log_Lambda_bar, W, 1000, chunk_size=None),
-        rtol=1e-12,
-        atol=1e-12,
-    )
-    g_chunk = jax.grad(f(128), argnums=(0, 1))(log_Lambda_bar, W)
-    g_full = jax.grad(f(None), argnums=(0, 1))(log_Lambda_bar, W)
-    for a, b in zip(g_chunk, g_full):
-        np.testing.assert_allclose(a, b, rtol=1e-10)
+    np.testing.assert_allclose(vandermonde_kernel(z, W, length), direct(z, W), rtol=1e-12, atol=1e-12)
+
+    def loss(kernel_fn):
+        return lambda z, W: jnp.sum(jnp.abs(kernel_fn(z, W)) ** 2)
+
+    grads = jax.grad(loss(lambda z, W: vandermonde_kernel(z, W, length)), argnums=(0, 1))(z, W)
+    expected = jax.grad(loss(direct), argnums=(0, 1))(z, W)
+    for a, b in zip(grads, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_float32_kernel_matches_float64(getkey):

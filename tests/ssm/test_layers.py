@@ -48,7 +48,7 @@ def u(getkey):
 
 @pytest.mark.parametrize("init", ["legs", "lin", "inv", "real", "ptd"])
 def test_s4d_paths_agree_with_direct_recurrence(init, u, getkey):
-    layer = S4D(6, 16, init=init, n_ssm=3, chunk_size=100, key=getkey())
+    layer = S4D(6, 16, init=init, n_ssm=3, key=getkey())
     expected = direct_s4d(layer, u)
     for mode in ("conv", "scan", "recurrent"):
         np.testing.assert_allclose(layer(u, mode=mode), expected, atol=1e-12, rtol=1e-12)
