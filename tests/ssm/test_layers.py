@@ -9,6 +9,11 @@ import pytest
 from sciml.ssm import S4D, S5
 
 
+@eqx.filter_jit
+def apply(layer, u, mode):
+    return layer(u, mode=mode)
+
+
 def direct_s4d(layer, u):
     """y_t = sum_s K_h[t-s] u_s with K from the continuous parameters, by explicit loops."""
     u = np.asarray(u)
@@ -51,7 +56,7 @@ def test_s4d_paths_agree_with_direct_recurrence(init, u, getkey):
     layer = S4D(6, 16, init=init, n_ssm=3, key=getkey())
     expected = direct_s4d(layer, u)
     for mode in ("conv", "scan", "recurrent"):
-        np.testing.assert_allclose(layer(u, mode=mode), expected, atol=1e-12, rtol=1e-12)
+        np.testing.assert_allclose(apply(layer, u, mode), expected, atol=1e-12, rtol=1e-12)
 
 
 @pytest.mark.parametrize("init", ["hippo-n", "lin", "inv", "real", "ptd"])
@@ -62,26 +67,27 @@ def test_s5_paths_agree_with_direct_recurrence(init, conj_sym, u, getkey):
     scale = 2 if conj_sym else 1
     expected = scale * (states @ np.asarray(layer.C)[0].T).real + np.asarray(layer.D) * u
     for mode in ("conv", "scan", "recurrent"):
-        np.testing.assert_allclose(layer(u, mode=mode), expected, atol=1e-12, rtol=1e-12)
+        np.testing.assert_allclose(apply(layer, u, mode), expected, atol=1e-12, rtol=1e-12)
 
 
 @pytest.mark.parametrize("cls", [S4D, S5])
 @pytest.mark.parametrize("method", ["zoh", "bilinear"])
 def test_step_and_chunked_scan_equal_the_full_call(cls, method, u, getkey):
     layer = cls(6, 8, discretization=method, key=getkey())
-    y = layer(u)
+    y = apply(layer, u, None)
     state = layer.init_state()
     outputs = []
     step = eqx.filter_jit(layer.step)
-    for t in range(40):
+    scan = eqx.filter_jit(lambda layer, u, state: layer.scan(u, state))
+    for t in range(10):
         state, y_t = step(state, u[t])
         outputs.append(y_t)
-    np.testing.assert_allclose(jnp.stack(outputs), y[:40], atol=1e-12)
-    # carry the state across calls: steps 0..39 by step(), then two scan chunks
-    y1, state = layer.scan(u[40:150], state)
-    y2, final = layer.scan(u[150:], state)
-    np.testing.assert_allclose(jnp.concatenate([y1, y2]), y[40:], atol=1e-12)
-    _, final_direct = layer.scan(u)
+    np.testing.assert_allclose(jnp.stack(outputs), y[:10], atol=1e-12)
+    # carry the state across calls: steps 0..9 by step(), then two scan chunks
+    y1, state = scan(layer, u[10:150], state)
+    y2, final = scan(layer, u[150:], state)
+    np.testing.assert_allclose(jnp.concatenate([y1, y2]), y[10:], atol=1e-12)
+    _, final_direct = scan(layer, u, None)
     np.testing.assert_allclose(final, final_direct, atol=1e-12)
 
 
@@ -95,11 +101,11 @@ def test_s4d_bidirectional_is_forward_plus_time_reversed_strictly_future_pass(u,
     backward = eqx.tree_at(lambda m: (m.C_re, m.C_im), forward, (bi.C_re[1:], bi.C_im[1:]))
     zero_D = eqx.tree_at(lambda m: m.D, backward, jnp.zeros(6))
     # S4's backward branch sees u_{t+1}, u_{t+2}, ...: the reversed pass shifted by one
-    reversed_pass = jnp.flip(zero_D(jnp.flip(u, 0)), 0)
+    reversed_pass = jnp.flip(apply(zero_D, jnp.flip(u, 0), None), 0)
     future = jnp.concatenate([reversed_pass[1:], jnp.zeros((1, 6))])
-    expected = forward(u) + future
+    expected = apply(forward, u, None) + future
     for mode in ("conv", "scan", "recurrent"):
-        np.testing.assert_allclose(bi(u, mode=mode), expected, atol=1e-12)
+        np.testing.assert_allclose(apply(bi, u, mode), expected, atol=1e-12)
 
 
 def test_s5_bidirectional_concatenates_forward_and_reversed_states(u, getkey):
@@ -108,7 +114,7 @@ def test_s5_bidirectional_concatenates_forward_and_reversed_states(u, getkey):
     states = np.concatenate([direct_s5(layer, u), direct_s5(layer, u, reverse=True)], axis=-1)
     expected = 2 * (states @ np.concatenate([C[0], C[1]], -1).T).real + np.asarray(layer.D) * u
     for mode in ("conv", "scan", "recurrent"):
-        np.testing.assert_allclose(layer(u, mode=mode), expected, atol=1e-12)
+        np.testing.assert_allclose(apply(layer, u, mode), expected, atol=1e-12)
 
 
 def test_step_rescale_is_a_rescaled_dt(u, getkey):
@@ -125,7 +131,8 @@ def test_gradients_agree_across_paths_and_under_vmap(cls, getkey):
     def loss(model, mode):
         return jnp.sum(jnp.sin(jax.vmap(lambda x: model(x, mode=mode))(batch)))
 
-    grads = [eqx.filter_grad(loss)(layer, mode) for mode in ("conv", "scan", "recurrent")]
+    grad = eqx.filter_jit(eqx.filter_grad(loss))
+    grads = [grad(layer, mode) for mode in ("conv", "scan", "recurrent")]
     for g in grads[1:]:
         for a, b in zip(jax.tree_util.tree_leaves(grads[0]), jax.tree_util.tree_leaves(g)):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
@@ -136,14 +143,14 @@ def test_gradients_agree_across_paths_and_under_vmap(cls, getkey):
 @pytest.mark.parametrize("cls", [S4D, S5])
 def test_float32_paths_match_float64(cls, getkey):
     layer = cls(8, 32, key=getkey())
-    u = jax.random.normal(getkey(), (2048, 8))
-    expected = np.asarray(layer(u, mode="recurrent"))
+    u = jax.random.normal(getkey(), (1024, 8))
+    expected = np.asarray(apply(layer, u, "recurrent"))
     layer32 = jax.tree_util.tree_map(
         lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, layer
     )
     u32 = u.astype(jnp.float32)
     for mode in ("conv", "scan", "recurrent"):
-        y = layer32(u32, mode=mode)
+        y = apply(layer32, u32, mode)
         assert y.dtype == jnp.float32
         np.testing.assert_allclose(y, expected, atol=5e-4 * np.max(np.abs(expected)))
 

@@ -80,6 +80,7 @@ def test_objective_gradient_matches_finite_differences():
     X = jnp.asarray(0.05 * np.triu(np.ones((N, N)), 1) + 0.01 * rng.standard_normal((N, N)))
     direction = jnp.asarray(rng.standard_normal((N, N)))
 
+    @jax.jit
     def f(X):
         return ptd_objective(X, A, margin=2.0, gap=0.5)[0]
 
