@@ -8,7 +8,7 @@
    token, outputs computed inside the loop). The loss for the backward pass is
    `Σ y²`. Both give the same outputs (checked here, float32 round-off).
 2. Step mode: tokens per second of autoregressive inference, a `lax.scan` of
-   `layer.step` over 1024 steps for a batch of 8 sequences.
+   `layer.recurrent().step` over 1024 steps for a batch of 8 sequences.
 
 usage: python -m benchmarks.ssm [--quick]   (--quick: L = 256, 1k; fewer repeats)
 """
@@ -103,10 +103,11 @@ def bench_step(name, layer, batch, steps):
 
     @jax.jit
     def generate(layer, u):
-        state = jnp.broadcast_to(layer.init_state(), (batch, *layer.init_state().shape))
+        recurrent = layer.recurrent()  # discretise once, outside the loop
+        state = jnp.broadcast_to(recurrent.init_state(), (batch, *recurrent.init_state().shape))
 
         def body(state, u_t):
-            return jax.vmap(layer.step)(state, u_t)
+            return jax.vmap(recurrent.step)(state, u_t)
 
         return jax.lax.scan(body, state, u)[1]
 

@@ -173,6 +173,7 @@ generator = fit(
 @eqx.filter_jit
 def generate(model, prompt, n_new):
     """Feeds `prompt` token by token, then `n_new` greedy predictions."""
+    model = model.recurrent()  # discretise every layer once, not at every token
     state = model.init_state()
     for token in prompt[:-1]:
         state, _ = model.step(state, jax.nn.one_hot(token, VOCAB))

@@ -3,8 +3,10 @@
 Following the robustness experiment of Yu et al. (S4-PTD): a stack of S4D
 layers (GELU between them, no `D` skip, no residual), mean pooling and a linear
 read-out; only `C` (and the encoder / decoder) is trained, so every layer keeps
-its initial spectrum. Two models differ only in the init: `"legs"` (S4D-LegS)
-and `"ptd"`.
+its initial spectrum. Three models differ only in the init: `s4d_legs`
+(S4D-LegS with `B = VᴴB_HiPPO`, the system PTD is compared with in theory),
+`s4d_legs_clip` (the reference code's S4D-LegS, `Im B` clipped to ±2, which
+caps the resonance spikes of the transfer function) and `s4d_ptd`.
 
 Data (in-process): sequences of `length` steps of a sinusoid of class-specific
 frequency `f_c = c + 1` cycles per sequence with random phase plus white noise;
@@ -19,10 +21,12 @@ sees the noise exactly at that frequency. S4D-LegS has a lightly damped mode
 there (`Re λ = −½`), S4-PTD does not (uniform convergence): the paper reports
 that S4D's accuracy drops sharply while S4-PTD's does not.
 
-Summary keys: `<model>.clean_accuracy`, `<model>.noisy_accuracy` and
-`<model>.transfer_distance` for `<model>` in `s4d_legs`, `s4d_ptd`, plus
-`omega`. Plots: the transfer-function distance to HiPPO-LegS against the state
-size (worst case and smooth input), and the accuracies.
+Summary keys, for each `<model>`: `clean_accuracy`; `noisy_accuracy` and
+`logit_change` (mean `‖z_noisy − z‖/‖z‖` of the logits) at `noise_amplitude`,
+and the same `..._at_<a>` for every amplitude of `noise_sweep`;
+`transfer_distance` (worst case to HiPPO-LegS); plus `omega`. Plots: the
+transfer-function distance to HiPPO-LegS against the state size (worst case and
+smooth input), and the accuracy against the noise amplitude.
 """
 
 from __future__ import annotations
@@ -46,7 +50,12 @@ from sciml.ssm import (
 from sciml.training import fit, make_optimizer
 
 
-MODELS = {"s4d_legs": "legs", "s4d_ptd": "ptd"}
+# name: (S4D init options, the same options for `diagonal_system`)
+MODELS = {
+    "s4d_legs": {"init": "legs", "b_clip": None},
+    "s4d_legs_clip": {"init": "legs"},
+    "s4d_ptd": {"init": "ptd"},
+}
 
 
 class RobustnessNet(eqx.Module):
@@ -56,12 +65,12 @@ class RobustnessNet(eqx.Module):
     layers: tuple[S4D, ...]
     decoder: eqx.nn.Linear
 
-    def __init__(self, n_classes, *, init, d_model, n_layers, state_size, dt_min, dt_max, key):
+    def __init__(self, n_classes, *, d_model, n_layers, state_size, key, **ssm_kwargs):
         keys = jax.random.split(key, n_layers + 2)
         self.encoder = eqx.nn.Linear(1, d_model, key=keys[0])
         layers = []
         for k in keys[2:]:
-            layer = S4D(d_model, state_size, init=init, dt_min=dt_min, dt_max=dt_max, key=k)
+            layer = S4D(d_model, state_size, **ssm_kwargs, key=k)
             layers.append(eqx.tree_at(lambda m: m.D, layer, jnp.zeros_like(layer.D)))
         self.layers = tuple(layers)
         self.decoder = eqx.nn.Linear(d_model, n_classes, key=keys[1])
@@ -105,13 +114,18 @@ def top_frequency(state_size: int) -> float:
     return float(np.max(np.abs(hippo_normal_modes(state_size)[0].imag)))
 
 
-def accuracy(model, x, y, amplitudes=None, omega=0.0, chunk=256):
-    correct = 0
+def evaluate(model, x, y, amplitudes=None, omega=0.0, chunk=256):
+    """Accuracy, and (with noise) the mean relative change of the logits."""
+    correct, change = 0, 0.0
     for i in range(0, x.shape[0], chunk):
-        amps = None if amplitudes is None else amplitudes[i : i + chunk]
-        logits = _predict(model, x[i : i + chunk], amps, omega)
+        clean = _predict(model, x[i : i + chunk], None, omega)
+        logits = clean
+        if amplitudes is not None:
+            logits = _predict(model, x[i : i + chunk], amplitudes[i : i + chunk], omega)
+            relative = jnp.linalg.norm(logits - clean, axis=-1) / jnp.linalg.norm(clean, axis=-1)
+            change += float(jnp.sum(relative))
         correct += int(jnp.sum(jnp.argmax(logits, -1) == y[i : i + chunk]))
-    return correct / x.shape[0]
+    return correct / x.shape[0], change / x.shape[0]
 
 
 @eqx.filter_jit
@@ -130,9 +144,9 @@ def run(config, workdir) -> dict:
     args = (data.length, data.n_classes, data.signal_noise)
     x_test, y_test = sinusoids(key_test, data.n_test, *args)
     omega = top_frequency(model_cfg.state_size)
-    amplitudes = config.noise_amplitude * jax.random.uniform(
-        key_noise, (data.n_test, model_cfg.n_layers)
-    )
+    # one U(0, 1) draw per test sample and layer, scaled by each amplitude
+    unit = jax.random.uniform(key_noise, (data.n_test, model_cfg.n_layers))
+    sweep = sorted({float(config.noise_amplitude), *map(float, config.noise_sweep)})
     batch_size = config.train.batch_size
 
     @jax.jit
@@ -146,16 +160,17 @@ def run(config, workdir) -> dict:
         return loss, {"accuracy": jnp.mean(jnp.argmax(logits, -1) == y)}
 
     summary = {"omega": omega, "state_size": model_cfg.state_size}
-    for name, init in MODELS.items():
+    curves = {}
+    for name, options in MODELS.items():
         model = RobustnessNet(
             data.n_classes,
-            init=init,
             d_model=model_cfg.d_model,
             n_layers=model_cfg.n_layers,
             state_size=model_cfg.state_size,
             dt_min=model_cfg.dt_min,
             dt_max=model_cfg.dt_max,
             key=key_model,
+            **options,
         )
         result = fit(
             model,
@@ -168,14 +183,20 @@ def run(config, workdir) -> dict:
             description=name,
             **train_kwargs(config),
         )
-        summary[f"{name}.clean_accuracy"] = accuracy(result.model, x_test, y_test)
-        summary[f"{name}.noisy_accuracy"] = accuracy(
-            result.model, x_test, y_test, amplitudes, omega
-        )
+        summary[f"{name}.clean_accuracy"], _ = evaluate(result.model, x_test, y_test)
+        curves[name] = []
+        for amplitude in sweep:
+            acc, change = evaluate(result.model, x_test, y_test, amplitude * unit, omega)
+            curves[name].append(acc)
+            summary[f"{name}.noisy_accuracy_at_{amplitude:g}"] = acc
+            summary[f"{name}.logit_change_at_{amplitude:g}"] = change
+            if amplitude == config.noise_amplitude:
+                summary[f"{name}.noisy_accuracy"] = acc
+                summary[f"{name}.logit_change"] = change
         summary[f"{name}.final_loss"] = result.metrics.get("loss")
         summary[f"{name}.n_params"] = count_params(result.model)
         summary[f"{name}.transfer_distance"] = transfer_distance(
-            *diagonal_system(model_cfg.state_size, init)
+            *diagonal_system(model_cfg.state_size, **options)
         )
 
     plot_dir = workdir / "plots"
@@ -183,13 +204,14 @@ def run(config, workdir) -> dict:
     fig.savefig(plot_dir / "transfer_distance.png", dpi=120)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    names = list(MODELS)
-    positions = np.arange(len(names))
-    for offset, kind in ((-0.2, "clean"), (0.2, "noisy")):
-        values = [summary[f"{n}.{kind}_accuracy"] for n in names]
-        ax.bar(positions + offset, values, width=0.4, label=kind)
-    ax.set_xticks(positions, names)
-    ax.set(ylabel="test accuracy", ylim=(0, 1), title=f"noise at ω = {omega:.1f}")
+    for name, accuracies in curves.items():
+        clean = summary[f"{name}.clean_accuracy"]
+        ax.plot([0.0, *sweep], [clean, *accuracies], "o-", label=name)
+    ax.set(
+        xlabel="noise amplitude a (noise a·U(0,1)·cos ωt)",
+        ylabel="test accuracy",
+        title=f"noise at ω = {omega:.1f}",
+    )
     ax.legend()
     fig.tight_layout()
     fig.savefig(plot_dir / "accuracy.png", dpi=120)

@@ -35,7 +35,7 @@ from ._kernel import (
     causal_conv_complex as causal_conv_complex,
     vandermonde_kernel as vandermonde_kernel,
 )
-from ._layers import MODES as MODES, S4D as S4D, S5 as S5
+from ._layers import MODES as MODES, S4D as S4D, S5 as S5, RecurrentSSM as RecurrentSSM
 from ._models import (
     SequenceBlock as SequenceBlock,
     SequenceModel as SequenceModel,

@@ -10,7 +10,8 @@ construction. Both evaluate the same system three ways, selected by `mode`:
 
 and offer step mode for autoregressive use: `init_state()`, `step(state, u_t)`
 and `scan(u, state)` (a chunk of steps from a given state, returning the final
-state, so calls can be chained).
+state, so calls can be chained); `recurrent()` discretises once and returns a
+`RecurrentSSM` whose `step` loops use.
 """
 
 from __future__ import annotations
@@ -95,18 +96,15 @@ class _DiagonalSSM(eqx.Module):
     def C(self) -> Complex[Array, "directions features modes"]:
         return jax.lax.complex(self.C_re, self.C_im)
 
-    def _check_input(self, u: Array, what: str = "input") -> Array:
-        expected = "(length, features)" if what == "input" else "(features,)"
-        ndim = 2 if what == "input" else 1
-        if u.ndim != ndim or u.shape[-1] != self.features:
+    def _check_input(self, u: Array) -> Array:
+        name = type(self).__name__
+        if u.ndim != 2 or u.shape[-1] != self.features:
             raise ValueError(
-                f"{type(self).__name__}: {what} must have shape {expected} with "
+                f"{name}: input must have shape (length, features) with "
                 f"features={self.features}, got shape {u.shape}."
             )
         if self.check_finite:
-            u = eqx.error_if(
-                u, ~jnp.all(jnp.isfinite(u)), f"{type(self).__name__}: {what} is not finite."
-            )
+            u = eqx.error_if(u, ~jnp.all(jnp.isfinite(u)), f"{name}: input is not finite.")
         return u
 
     def _check_mode(self, mode: str | None) -> str:
@@ -120,6 +118,49 @@ class _DiagonalSSM(eqx.Module):
                 f"{type(self).__name__}.{what}: a bidirectional layer sees future inputs and has "
                 "no recurrent state; build it with bidirectional=False."
             )
+
+
+class RecurrentSSM(eqx.Module):
+    """A discretised S4D or S5 layer for step mode: `(Λ̄, B̄, C, D)` computed once.
+
+    Made by [`S4D.recurrent`][sciml.ssm.S4D.recurrent] or
+    [`S5.recurrent`][sciml.ssm.S5.recurrent], so that autoregressive loops do not
+    discretise again at every token. `step` and `init_state` are those of the
+    layer; `__call__` runs the recurrence over a whole sequence.
+    """
+
+    Lambda_bar: Complex[Array, "..."]
+    B_bar: Complex[Array, "..."]
+    C: Complex[Array, "features modes"]
+    D: Float[Array, " features"]
+    mimo: bool = eqx.field(static=True)
+    scale: float = eqx.field(static=True)
+    check_finite: bool = eqx.field(static=True)
+
+    def init_state(self) -> Complex[Array, "..."]:
+        """Zero state: `(H, N/2)` (S4D) or `(P',)` (S5), complex."""
+        return jnp.zeros(self.Lambda_bar.shape, self.Lambda_bar.dtype)
+
+    def step(
+        self, state: Complex[Array, "..."], u_t: Float[Array, " features"]
+    ) -> tuple[Complex[Array, "..."], Float[Array, " features"]]:
+        """`x ← Λ̄x + B̄u_t`, `y_t = c Re(Cx) + Du_t`. Returns `(state, y_t)`."""
+        features = self.D.shape[0]
+        if u_t.shape != (features,):
+            raise ValueError(f"u_t must have shape ({features},), got {u_t.shape}.")
+        if self.check_finite:
+            u_t = eqx.error_if(u_t, ~jnp.all(jnp.isfinite(u_t)), "u_t is not finite.")
+        if self.mimo:
+            state = self.Lambda_bar * state + self.B_bar @ u_t.astype(self.B_bar.dtype)
+            y = (self.C @ state).real
+        else:
+            state = self.Lambda_bar * state + self.B_bar * u_t[:, None]
+            y = jnp.sum(self.C * state, -1).real
+        return state, self.scale * y + self.D * u_t
+
+    def __call__(self, u: Float[Array, "length features"]) -> Float[Array, "length features"]:
+        """The recurrence over a sequence `(L, H)` from the zero state (`lax.scan`)."""
+        return jax.lax.scan(self.step, self.init_state(), u)[1]
 
 
 class S4D(_DiagonalSSM):
@@ -258,6 +299,14 @@ class S4D(_DiagonalSSM):
                 y = y + 2 * jnp.sum(C[1] * future, -1).real
         return (y + self.D * u).astype(jnp.result_type(u.dtype, self.D.dtype))
 
+    def recurrent(self, *, step_rescale: float = 1.0) -> RecurrentSSM:
+        """The discretised layer for step mode (causal layers only)."""
+        self._check_causal("recurrent")
+        log_Lambda_bar, B_bar = self._discrete(step_rescale)
+        return RecurrentSSM(
+            jnp.exp(log_Lambda_bar), B_bar, self.C[0], self.D, False, 2.0, self.check_finite
+        )
+
     def init_state(self) -> Complex[Array, "features modes"]:
         """Zero state `(H, N/2)` (complex)."""
         return jnp.zeros((self.features, self.state_size // 2), _complex_dtype(self.D.dtype))
@@ -269,12 +318,12 @@ class S4D(_DiagonalSSM):
         *,
         step_rescale: float = 1.0,
     ) -> tuple[Complex[Array, "features modes"], Float[Array, " features"]]:
-        """One recurrent step: `x ← λ̄x + B̄u_t`, `y_t = 2Re(Cx) + Du_t`. Returns `(state, y_t)`."""
-        self._check_causal("step")
-        u_t = self._check_input(u_t, "u_t")
-        log_Lambda_bar, B_bar = self._discrete(step_rescale)
-        state = jnp.exp(log_Lambda_bar) * state + B_bar * u_t[:, None]
-        return state, 2 * jnp.sum(self.C[0] * state, -1).real + self.D * u_t
+        """One recurrent step: `x ← λ̄x + B̄u_t`, `y_t = 2Re(Cx) + Du_t`. Returns `(state, y_t)`.
+
+        Discretises on every call; loops should step
+        [`recurrent()`][sciml.ssm.S4D.recurrent] instead.
+        """
+        return self.recurrent(step_rescale=step_rescale).step(state, u_t)
 
     def scan(
         self,
@@ -426,6 +475,15 @@ class S5(_DiagonalSSM):
             y = y + self._read_out(jnp.flip(states_of(jnp.flip(v, 0)), 0), 1)
         return (y + self.D * u).astype(jnp.result_type(u.dtype, self.D.dtype))
 
+    def recurrent(self, *, step_rescale: float = 1.0) -> RecurrentSSM:
+        """The discretised layer for step mode (causal layers only)."""
+        self._check_causal("recurrent")
+        log_Lambda_bar, B_bar = self._discrete(step_rescale)
+        scale = 2.0 if self.conj_sym else 1.0
+        return RecurrentSSM(
+            jnp.exp(log_Lambda_bar), B_bar, self.C[0], self.D, True, scale, self.check_finite
+        )
+
     def init_state(self) -> Complex[Array, " modes"]:
         """Zero state `(P',)` (complex)."""
         return jnp.zeros(self.Lambda_re.shape, _complex_dtype(self.D.dtype))
@@ -437,12 +495,12 @@ class S5(_DiagonalSSM):
         *,
         step_rescale: float = 1.0,
     ) -> tuple[Complex[Array, " modes"], Float[Array, " features"]]:
-        """One recurrent step: `x ← Λ̄x + B̄u_t`, `y_t = c Re(C̃x) + Du_t`. Returns `(state, y_t)`."""
-        self._check_causal("step")
-        u_t = self._check_input(u_t, "u_t")
-        log_Lambda_bar, B_bar = self._discrete(step_rescale)
-        state = jnp.exp(log_Lambda_bar) * state + B_bar @ u_t.astype(B_bar.dtype)
-        return state, self._read_out(state, 0) + self.D * u_t
+        """One recurrent step: `x ← Λ̄x + B̄u_t`, `y_t = c Re(C̃x) + Du_t`. Returns `(state, y_t)`.
+
+        Discretises on every call; loops should step
+        [`recurrent()`][sciml.ssm.S5.recurrent] instead.
+        """
+        return self.recurrent(step_rescale=step_rescale).step(state, u_t)
 
     def scan(
         self,

@@ -150,9 +150,10 @@ class SequenceModel(eqx.Module):
 
     `__call__` maps one sequence `(L, d_input)` to `(d_output,)` (or
     `(L, d_output)` with `pooling="none"`). In step mode (`init_state`,
-    `step`), every token gets its read-out `decoder(h_t)`: with `"last"`
-    pooling the final one is the model's output; with `"mean"` the model's
-    output is their running mean (the decoder is linear).
+    `step`; faster on `model.recurrent()`), every token gets its read-out
+    `decoder(h_t)`: with `"last"` pooling the final one is the model's output;
+    with `"mean"` the model's output is their running mean (the decoder is
+    linear).
     """
 
     encoder: eqx.nn.Linear
@@ -238,6 +239,18 @@ class SequenceModel(eqx.Module):
         elif self.pooling == "last":
             h = h[-1]
         return _per_token(self.decoder, h)
+
+    def recurrent(self) -> SequenceModel:
+        """This model with every SSM layer discretised once, for fast step mode.
+
+        Each layer is replaced by its [`RecurrentSSM`][sciml.ssm.RecurrentSSM]
+        (see [`S4D.recurrent`][sciml.ssm.S4D.recurrent]); `step` gives the same
+        numbers without discretising at every token, and `__call__` runs the
+        recurrence sequentially.
+        """
+        return eqx.tree_at(
+            lambda m: [b.ssm for b in m.blocks], self, [b.ssm.recurrent() for b in self.blocks]
+        )
 
     def init_state(self) -> tuple[Array, ...]:
         """Zero recurrent states, one per block."""

@@ -36,7 +36,11 @@ def test_task_data(getkey):
         ("ssm_adding", ["test_mse"]),
         (
             "ptd_robustness",
-            [f"{m}.{k}_accuracy" for m in ("s4d_legs", "s4d_ptd") for k in ("clean", "noisy")],
+            [
+                f"{m}.{k}"
+                for m in ("s4d_legs", "s4d_legs_clip", "s4d_ptd")
+                for k in ("clean_accuracy", "noisy_accuracy", "logit_change")
+            ],
         ),
     ],
 )
@@ -48,7 +52,10 @@ def test_tiny_config_end_to_end(name, keys, tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     assert any((tmp_path / "plots").glob("*.png"))
     if name == "ptd_robustness":
-        assert summary["s4d_ptd.transfer_distance"] < summary["s4d_legs.transfer_distance"]
+        distance = {
+            m: summary[f"{m}.transfer_distance"] for m in ("s4d_legs", "s4d_legs_clip", "s4d_ptd")
+        }
+        assert distance["s4d_ptd"] < distance["s4d_legs_clip"] < distance["s4d_legs"]
         for plot in ("transfer_distance.png", "accuracy.png"):
             assert (tmp_path / "plots" / plot).is_file()
 

@@ -162,7 +162,9 @@ def test_factored_kernel_and_its_gradient_equal_the_direct_sum(length, getkey):
         powers = jnp.exp(z[..., None] * jnp.arange(length))
         return jnp.sum(W[..., None] * powers, axis=-2)
 
-    np.testing.assert_allclose(vandermonde_kernel(z, W, length), direct(z, W), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        vandermonde_kernel(z, W, length), direct(z, W), rtol=1e-12, atol=1e-12
+    )
 
     def loss(kernel_fn):
         return lambda z, W: jnp.sum(jnp.abs(kernel_fn(z, W)) ** 2)

@@ -31,6 +31,11 @@ def test_step_mode_reproduces_the_sequence_output(layer, prenorm, getkey):
         state, out = step(state, x[t])
         outputs.append(out)
     np.testing.assert_allclose(jnp.stack(outputs), y, atol=1e-12)
+    # discretised once: the same steps, and the sequential call
+    recurrent = model.recurrent()
+    state, out = eqx.filter_jit(recurrent.step)(recurrent.init_state(), x[0])
+    np.testing.assert_allclose(out, y[0], atol=1e-12)
+    np.testing.assert_allclose(recurrent(x), y, atol=1e-12)
     key = getkey()
     last, mean = (
         SequenceModel(
