@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._hippo import hippo_legs
-from ._init import legs_modes
+from ._init import legs_modes, s4d_legs
 from ._ptd import ptd_eig
 from ._transfer import smooth_input_distance, transfer_distance
 
@@ -23,16 +23,13 @@ def diagonal_system(
 
     **Returns:** complex128 arrays `(N,)`, `(N, N)`, `(N,)`.
     """
-    _, B = hippo_legs(N)
     if init == "ptd":
         Lambda, V, V_inv = ptd_eig(N)
-        return Lambda, V, V_inv @ B
+        return Lambda, V, V_inv @ hippo_legs(N)[1]
     if init != "legs":
         raise ValueError(f"init must be 'legs' or 'ptd', got {init!r}.")
-    Lambda, V = legs_modes(N)
-    B_tilde = b_scale * (V.conj().T @ B)
-    if b_clip is not None:
-        B_tilde = B_tilde.real + 1j * np.clip(B_tilde.imag, -b_clip, b_clip)
+    Lambda, B_tilde = s4d_legs(N, b_scale, b_clip)
+    _, V = legs_modes(N)
     return tuple(np.concatenate([x, np.conj(x)], axis=-1) for x in (Lambda, V, B_tilde))
 
 
