@@ -1,7 +1,9 @@
 """The adding problem with a causal S4D-Lin model.
 
 `python -m experiments.run --config experiments/configs/ssm_adding.py`
-(length 1024; override `--config.data.length` for 256 to 4096, and
+(length 256: the training loss stays at the mean predictor's 1/6 for about
+2000 steps, then drops below 0.02; longer sequences, `--config.data.length`
+up to 4096, need more steps and were not tuned here;
 `--config.model.layer=s5 --config.model.init=hippo-n` for S5). The `tiny`
 variant runs in seconds for the test suite.
 """
@@ -17,10 +19,13 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.task = "ssm_adding"
     config.seed = 0
     config.data = ml_collections.ConfigDict()
-    config.data.length = 1024
+    config.data.length = 256
     config.data.n_test = 1024
     config.model = model_config()
+    config.model.d_model = 32
+    config.model.state_size = 32
     config.train, config.optimizer = train_config(3000, 1e-2)
+    config.optimizer.warmup_steps = 50
     if variant == "tiny":
         config.data.length = 64
         config.data.n_test = 64

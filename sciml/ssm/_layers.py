@@ -160,7 +160,7 @@ class RecurrentSSM(eqx.Module):
 
     def __call__(self, u: Float[Array, "length features"]) -> Float[Array, "length features"]:
         """The recurrence over a sequence `(L, H)` from the zero state (`lax.scan`)."""
-        return jax.lax.scan(self.step, self.init_state(), u)[1]
+        return jax.lax.scan(lambda x, u_t: self.step(x, u_t), self.init_state(), u)[1]
 
 
 class S4D(_DiagonalSSM):
