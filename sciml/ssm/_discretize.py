@@ -1,0 +1,71 @@
+r"""Discretisation of diagonal systems `x' = Λx + Bu` with step `Δ`, mode by mode.
+
+- ZOH: `λ̄ = e^{Δλ}`, `B̄ = (e^{Δλ} − 1)/λ · B` (exact for piecewise-constant input);
+- bilinear: `λ̄ = (1 + Δλ/2)/(1 − Δλ/2)`, `B̄ = Δ/(1 − Δλ/2) · B`.
+
+Both preserve the DC gain `−C Λ⁻¹ B`. The kernel uses `log λ̄` (for ZOH exactly
+`Δλ`, so `λ̄ˡ = e^{lΔλ}` never takes the log of an underflowed `λ̄`; for
+bilinear `λ̄ = 0` at `Δλ = −2` is replaced by `eps²`).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jaxtyping import Array, Complex, Float
+
+
+DISCRETIZATIONS = ("zoh", "bilinear")
+
+
+def check_discretization(method: str) -> str:
+    """Raises `ValueError` unless `method` is one of `DISCRETIZATIONS`."""
+    if method not in DISCRETIZATIONS:
+        raise ValueError(f"discretization must be one of {DISCRETIZATIONS}, got {method!r}.")
+    return method
+
+
+def discrete_log_eigenvalues(
+    Lambda: Complex[Array, " *modes"], dt: Float[Array, " *modes"], method: str = "zoh"
+) -> tuple[Complex[Array, " *modes"], Complex[Array, " *modes"]]:
+    """`(log λ̄, γ)` with `λ̄ = exp(log λ̄)` and `B̄ = γ B`, elementwise.
+
+    **Arguments:**
+
+    - `Lambda`: continuous eigenvalues (any shape).
+    - `dt`: steps `Δ`, broadcastable against `Lambda`.
+    - `method`: `"zoh"` or `"bilinear"`.
+
+    **Returns:** `(log_Lambda_bar, gamma)`, both of the broadcast shape.
+    """
+    dt_Lambda = dt * Lambda
+    if check_discretization(method) == "zoh":
+        return dt_Lambda, jnp.expm1(dt_Lambda) / Lambda
+    denominator = 1.0 - dt_Lambda / 2
+    # Δλ = −2 maps to λ̄ = 0; keep its logarithm finite (λ̄ˡ ≈ eps^(2l) for l ≥ 1)
+    numerator = 1.0 + dt_Lambda / 2
+    numerator = jnp.where(numerator == 0, jnp.finfo(numerator.dtype).eps ** 2, numerator)
+    return jnp.log(numerator / denominator), dt / denominator
+
+
+def discretize(
+    Lambda: Complex[Array, " *modes"],
+    B: Complex[Array, " *modes ..."],
+    dt: Float[Array, " *modes"],
+    method: str = "zoh",
+) -> tuple[Complex[Array, " *modes"], Complex[Array, " *modes ..."]]:
+    """`(Λ̄, B̄)` of the diagonal system `(Λ, B)` with steps `dt`.
+
+    **Arguments:**
+
+    - `Lambda`: eigenvalues `(..., P)`.
+    - `B`: `Lambda`'s shape (one input per mode, S4D) or that shape plus
+      trailing axes (rows of a MIMO input matrix, S5: `(P, H)`); the factor
+      `γ` multiplies along the leading axes.
+    - `dt`: steps, broadcastable against `Lambda`.
+    - `method`: `"zoh"` or `"bilinear"`.
+
+    **Returns:** `(Lambda_bar, B_bar)`.
+    """
+    log_Lambda_bar, gamma = discrete_log_eigenvalues(Lambda, dt, method)
+    gamma = gamma.reshape(gamma.shape + (1,) * (B.ndim - gamma.ndim))
+    return jnp.exp(log_Lambda_bar), gamma * B

@@ -1,0 +1,248 @@
+r"""PTD: perturb HiPPO-LegS, then diagonalise (Yu, Nigmetov, Morozov, Mahoney, Erichson).
+
+HiPPO-LegS `A` is diagonalisable (eigenvalues `−1, …, −N`) but its eigenvector
+matrix has a condition number that grows exponentially with `N`. PTD picks a
+small perturbation `E` for which `A + E = Ṽ Λ̃ Ṽ⁻¹` is well conditioned and
+initialises a diagonal layer with `Λ̃` and `B̃ = Ṽ⁻¹ B`. Its transfer function
+is then uniformly close to HiPPO-LegS's (error `O(κ(Ṽ) ‖E‖ log N)`), which
+S4D-LegS's is not.
+
+`E` is *optimised*, not drawn at random: writing `E = ‖A‖₂ X`, minimise
+
+$$\kappa(\tilde V(X)) + \gamma \|X\|_F + \mu \Big(\sum_n \mathrm{relu}(\mathrm{Re}\,\tilde\lambda_n + m)^2
+  + \sum_n \mathrm{relu}(g - |\mathrm{Im}\,\tilde\lambda_n|)^2\Big)$$
+
+with Adam, where `κ` is the 2-norm condition number of `Ṽ` with unit columns.
+The first penalty keeps every eigenvalue left of `−m` (stability); the second
+keeps them off the real axis (for even `N`), so the spectrum of the real matrix
+`A + E` consists of `N/2` conjugate pairs and a layer can store half of it. The
+eigenvector derivatives come from `jax.lax.linalg.eig(...,
+enable_eigvec_derivs=True)`. The start is a small strictly-upper-triangular `E`
+(all eigenvalues already complex) and the best feasible iterate is returned.
+
+Perturbations for the common sizes are shipped in `ptd_perturbations.npz`
+(regenerate with `python -m sciml.ssm.make_ptd`); others are optimised on first
+use (seconds for `N ≤ 32`, minutes for `N ≥ 128`) and cached for the session.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ._hippo import _check_size, hippo_legs
+
+
+DATA_FILE = Path(__file__).with_name("ptd_perturbations.npz")
+PTD_DEFAULTS = {
+    "gamma": 100.0,
+    "steps": 1500,
+    "learning_rate": 1e-3,
+    "init_scale": 0.05,
+    "margin": 0.5,
+    "gap": 0.25,
+    "penalty": 10.0,
+    "seed": 0,
+}
+
+
+def _enable_x64():
+    """float64 inside a block, whatever the global setting (the API moved in jax 0.5)."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64
+
+    return enable_x64()
+
+
+def _unit_columns(V):
+    return V / jnp.linalg.norm(V, axis=0)
+
+
+def _real_pair_distance(w: jax.Array, tol: float) -> jax.Array:
+    """Σ over real eigenvalues of the distance to the nearest other real one.
+
+    Real eigenvalues of a real matrix stay real under small perturbations (the
+    gap penalty has no gradient there) until two of them meet and leave the
+    axis as a conjugate pair: this term pulls them together.
+    """
+    real = jnp.abs(w.imag) < tol
+    distance = jnp.abs(w.real[:, None] - w.real[None, :])
+    others = real[:, None] & real[None, :] & ~jnp.eye(w.shape[0], dtype=bool)
+    nearest = jnp.min(jnp.where(others, distance, jnp.inf), axis=1)
+    return jnp.sum(jnp.where(real & jnp.isfinite(nearest), nearest, 0.0))
+
+
+def ptd_objective(
+    X: jax.Array,
+    A: jax.Array,
+    *,
+    gamma: float = PTD_DEFAULTS["gamma"],
+    penalty: float = PTD_DEFAULTS["penalty"],
+    margin: float = PTD_DEFAULTS["margin"],
+    gap: float = PTD_DEFAULTS["gap"],
+    pairs: bool = True,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    r"""The PTD objective for `E = ‖A‖₂ X` (see the module docstring).
+
+    **Arguments:**
+
+    - `X`: real perturbation in units of `‖A‖₂`, shape `(N, N)`.
+    - `A`: the matrix to perturb, `(N, N)` (HiPPO-LegS).
+    - `gamma`: weight of `‖X‖_F`; `penalty`: weight of the two penalties;
+      `margin`: eigenvalues are pushed left of `−margin`; `gap`: and (if
+      `pairs`) at least `gap` away from the real axis.
+
+    **Returns:** `(loss, aux)` with `aux` holding `kappa`, `size` (`‖X‖_F`),
+    `violation` (the penalty sum) and `eigenvalues`.
+    """
+    scale = jnp.linalg.norm(A, 2)
+    M = (A + scale * X).astype(jnp.result_type(X.dtype, jnp.complex64))
+    w, V = jax.lax.linalg.eig(M, compute_left_eigenvectors=False, enable_eigvec_derivs=True)
+    sv = jnp.linalg.svd(_unit_columns(V), compute_uv=False)
+    kappa = sv[0] / sv[-1]
+    violation = jnp.sum(jax.nn.relu(w.real + margin) ** 2)
+    if pairs:
+        violation = violation + jnp.sum(jax.nn.relu(gap - jnp.abs(w.imag)) ** 2)
+        violation = violation + _real_pair_distance(w, 1e-9 * scale)
+    size = jnp.linalg.norm(X)
+    loss = kappa + gamma * size + penalty * violation
+    return loss, {"kappa": kappa, "size": size, "violation": violation, "eigenvalues": w}
+
+
+def optimize_perturbation(
+    N: int,
+    *,
+    gamma: float = PTD_DEFAULTS["gamma"],
+    steps: int = PTD_DEFAULTS["steps"],
+    learning_rate: float = PTD_DEFAULTS["learning_rate"],
+    init_scale: float = PTD_DEFAULTS["init_scale"],
+    margin: float = PTD_DEFAULTS["margin"],
+    gap: float = PTD_DEFAULTS["gap"],
+    penalty: float = PTD_DEFAULTS["penalty"],
+    seed: int = PTD_DEFAULTS["seed"],
+) -> np.ndarray:
+    """Optimises the PTD perturbation `E` of HiPPO-LegS of size `N` (float64, on CPU).
+
+    Adam with a cosine-decaying learning rate and gradient clipping on
+    [`ptd_objective`][sciml.ssm.ptd_objective], started from
+    `E₀ = init_scale ‖A‖₂ (U + 0.01 G) / ‖U + 0.01 G‖₂` with `U` the strict upper
+    triangle of ones and `G` Gaussian (`seed`). Returns the feasible iterate
+    (all eigenvalues left of the imaginary axis and, for even `N`, none real)
+    of lowest `κ + γ‖X‖_F`. If none is found (a start too small to make every
+    eigenvalue complex), the run is repeated from twice the start, up to 8×.
+
+    **Arguments:** `N` and the objective's settings (see the module docstring);
+    `steps`, `learning_rate`, `seed` of the optimisation.
+
+    **Returns:** `E`, a float64 numpy array `(N, N)`.
+    """
+    N = _check_size(N)
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}.")
+    A_np, _ = hippo_legs(N)
+    scale = np.linalg.norm(A_np, 2)
+    rng = np.random.default_rng(seed)
+    start = np.triu(np.ones((N, N)), 1) + 0.01 * rng.standard_normal((N, N))
+    start /= np.linalg.norm(start, 2)
+    pairs = N % 2 == 0
+    objective = functools.partial(
+        ptd_objective, gamma=gamma, penalty=penalty, margin=margin, gap=gap, pairs=pairs
+    )
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(10.0),
+        optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.01)),
+    )
+
+    with jax.default_device(jax.devices("cpu")[0]), _enable_x64():
+        A = jnp.asarray(A_np, jnp.float64)
+
+        def body(carry, _):
+            X, opt_state, best, best_X = carry
+            (loss, aux), grad = jax.value_and_grad(objective, has_aux=True)(X, A)
+            w = aux["eigenvalues"]
+            feasible = jnp.all(w.real < 0) & jnp.all(jnp.isfinite(grad))
+            if pairs:
+                feasible &= jnp.all(jnp.abs(w.imag) > 1e-6 * scale)
+            value = aux["kappa"] + gamma * aux["size"]
+            better = feasible & (value < best)
+            best, best_X = jnp.where(better, value, best), jnp.where(better, X, best_X)
+            grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
+            updates, opt_state = optimizer.update(grad, opt_state)
+            return (optax.apply_updates(X, updates), opt_state, best, best_X), None
+
+        @jax.jit
+        def run(X):
+            carry = (X, optimizer.init(X), jnp.asarray(jnp.inf), X)
+            (_, _, best, best_X), _ = jax.lax.scan(body, carry, None, length=steps)
+            return best, best_X
+
+        # A start too small to push every eigenvalue off the real axis (N = 2)
+        # finds nothing feasible: try again from larger ones.
+        for attempt in range(4):
+            best, best_X = run(jnp.asarray(init_scale * 2**attempt * start, jnp.float64))
+            if np.isfinite(float(best)):
+                return scale * np.asarray(best_X, np.float64)
+    raise RuntimeError(
+        f"PTD optimisation for N={N} found no feasible perturbation in {steps} steps "
+        f"from init_scale {init_scale} to {init_scale * 8}; raise steps or init_scale."
+    )
+
+
+@functools.cache
+def _shipped() -> dict[int, np.ndarray]:
+    if not DATA_FILE.is_file():
+        return {}
+    with np.load(DATA_FILE) as data:
+        return {int(k[1:]): np.array(data[k]) for k in data.files if k.startswith("N")}
+
+
+def shipped_ptd_sizes() -> tuple[int, ...]:
+    """State sizes whose PTD perturbation ships with the package."""
+    return tuple(sorted(_shipped()))
+
+
+@functools.cache
+def _computed(N: int) -> np.ndarray:
+    return optimize_perturbation(N)
+
+
+def ptd_perturbation(N: int) -> np.ndarray:
+    """The optimised perturbation `E` for HiPPO-LegS of size `N`.
+
+    Loaded from the package data for the shipped sizes
+    ([`shipped_ptd_sizes`][sciml.ssm.shipped_ptd_sizes]), otherwise computed
+    with [`optimize_perturbation`][sciml.ssm.optimize_perturbation]'s defaults
+    and cached.
+
+    **Returns:** float64 numpy array `(N, N)` (a copy).
+    """
+    N = _check_size(N)
+    shipped = _shipped()
+    E = shipped[N] if N in shipped else _computed(N)
+    return E.copy()
+
+
+def ptd_eig(N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Eigen-decomposition `A + E = Ṽ diag(Λ̃) Ṽ⁻¹` of the perturbed HiPPO-LegS.
+
+    Columns of `Ṽ` have unit norm; eigenvalues are sorted by imaginary part,
+    then real part, so for even `N` the first `N/2` have `Im Λ̃ < 0` and the
+    last `N/2` are their conjugates in reverse order. Any eigenvalue with
+    `Re Λ̃ ≥ 0` (none for the shipped perturbations) is reflected to
+    `−|Re Λ̃|`, as S4-PTD does.
+
+    **Returns:** `(Lambda, V, V_inv)`: complex128 arrays `(N,)`, `(N, N)`, `(N, N)`.
+    """
+    A, _ = hippo_legs(N)
+    w, V = np.linalg.eig(A + ptd_perturbation(N))
+    order = np.lexsort((w.real, w.imag))
+    w, V = w[order], V[:, order]
+    V = V / np.linalg.norm(V, axis=0)
+    w = -np.abs(w.real) + 1j * w.imag
+    return w.astype(np.complex128), V.astype(np.complex128), np.linalg.inv(V)

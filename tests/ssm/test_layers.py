@@ -1,0 +1,197 @@
+"""The three evaluation paths, step mode, bidirectionality and bad input."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sciml.ssm import S4D, S5
+
+
+@eqx.filter_jit
+def apply(layer, u, mode):
+    return layer(u, mode=mode)
+
+
+def direct_s4d(layer, u):
+    """y_t = sum_s K_h[t-s] u_s with K from the continuous parameters, by explicit loops."""
+    u = np.asarray(u)
+    L, H = u.shape
+    Lambda = np.tile(np.asarray(layer.Lambda), (H // layer.n_ssm, 1))
+    B = np.tile(np.asarray(layer.B), (H // layer.n_ssm, 1))
+    dt = np.exp(np.asarray(layer.log_dt))[:, None]
+    assert layer.discretization == "zoh"
+    Lambda_bar, B_bar = np.exp(dt * Lambda), (np.exp(dt * Lambda) - 1) / Lambda * B
+    C = np.asarray(layer.C)[0]
+    x = np.zeros_like(Lambda)
+    y = np.zeros((L, H))
+    for t in range(L):
+        x = Lambda_bar * x + B_bar * u[t][:, None]
+        y[t] = 2 * np.sum(C * x, -1).real + np.asarray(layer.D) * u[t]
+    return y
+
+
+def direct_s5(layer, u, reverse=False):
+    u = np.asarray(u)
+    Lambda = np.asarray(layer.Lambda)
+    dt = np.exp(np.asarray(layer.log_dt))
+    Lambda_bar = np.exp(dt * Lambda)
+    B_bar = ((Lambda_bar - 1) / Lambda)[:, None] * np.asarray(layer.B)
+    x = np.zeros_like(Lambda)
+    states = []
+    for t in range(u.shape[0])[:: -1 if reverse else 1]:
+        x = Lambda_bar * x + B_bar @ u[t]
+        states.append(x)
+    return np.array(states[:: -1 if reverse else 1])
+
+
+@pytest.fixture
+def u(getkey):
+    return jax.random.normal(getkey(), (257, 6))
+
+
+@pytest.mark.parametrize("init", ["legs", "lin", "inv", "real", "ptd"])
+def test_s4d_paths_agree_with_direct_recurrence(init, u, getkey):
+    layer = S4D(6, 16, init=init, n_ssm=3, key=getkey())
+    expected = direct_s4d(layer, u)
+    for mode in ("conv", "scan", "recurrent"):
+        np.testing.assert_allclose(apply(layer, u, mode), expected, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("init", ["hippo-n", "lin", "inv", "real", "ptd"])
+@pytest.mark.parametrize("conj_sym", [True, False])
+def test_s5_paths_agree_with_direct_recurrence(init, conj_sym, u, getkey):
+    layer = S5(6, 16, blocks=2, init=init, conj_sym=conj_sym, key=getkey())
+    states = direct_s5(layer, u)
+    scale = 2 if conj_sym else 1
+    expected = scale * (states @ np.asarray(layer.C)[0].T).real + np.asarray(layer.D) * u
+    for mode in ("conv", "scan", "recurrent"):
+        np.testing.assert_allclose(apply(layer, u, mode), expected, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+@pytest.mark.parametrize("method", ["zoh", "bilinear"])
+def test_step_and_chunked_scan_equal_the_full_call(cls, method, u, getkey):
+    layer = cls(6, 8, discretization=method, key=getkey())
+    y = apply(layer, u, None)
+    state = layer.init_state()
+    outputs = []
+    step = eqx.filter_jit(layer.step)
+    scan = eqx.filter_jit(lambda layer, u, state: layer.scan(u, state))
+    for t in range(10):
+        state, y_t = step(state, u[t])
+        outputs.append(y_t)
+    np.testing.assert_allclose(jnp.stack(outputs), y[:10], atol=1e-12)
+    # carry the state across calls: steps 0..9 by step(), then two scan chunks
+    y1, state = scan(layer, u[10:150], state)
+    y2, final = scan(layer, u[150:], state)
+    np.testing.assert_allclose(jnp.concatenate([y1, y2]), y[10:], atol=1e-12)
+    _, final_direct = scan(layer, u, None)
+    np.testing.assert_allclose(final, final_direct, atol=1e-12)
+
+
+def test_s4d_bidirectional_is_forward_plus_time_reversed_strictly_future_pass(u, getkey):
+    bi = S4D(6, 16, bidirectional=True, key=getkey())
+    forward = eqx.tree_at(
+        lambda m: (m.C_re, m.C_im, m.D, m.log_dt),
+        S4D(6, 16, key=getkey()),
+        (bi.C_re[:1], bi.C_im[:1], bi.D, bi.log_dt),
+    )
+    backward = eqx.tree_at(lambda m: (m.C_re, m.C_im), forward, (bi.C_re[1:], bi.C_im[1:]))
+    zero_D = eqx.tree_at(lambda m: m.D, backward, jnp.zeros(6))
+    # S4's backward branch sees u_{t+1}, u_{t+2}, ...: the reversed pass shifted by one
+    reversed_pass = jnp.flip(apply(zero_D, jnp.flip(u, 0), None), 0)
+    future = jnp.concatenate([reversed_pass[1:], jnp.zeros((1, 6))])
+    expected = apply(forward, u, None) + future
+    for mode in ("conv", "scan", "recurrent"):
+        np.testing.assert_allclose(apply(bi, u, mode), expected, atol=1e-12)
+
+
+def test_s5_bidirectional_concatenates_forward_and_reversed_states(u, getkey):
+    layer = S5(6, 8, bidirectional=True, key=getkey())
+    C = np.asarray(layer.C)
+    states = np.concatenate([direct_s5(layer, u), direct_s5(layer, u, reverse=True)], axis=-1)
+    expected = 2 * (states @ np.concatenate([C[0], C[1]], -1).T).real + np.asarray(layer.D) * u
+    for mode in ("conv", "scan", "recurrent"):
+        np.testing.assert_allclose(apply(layer, u, mode), expected, atol=1e-12)
+
+
+def test_step_rescale_is_a_rescaled_dt(u, getkey):
+    layer = S5(6, 8, key=getkey())
+    scaled = eqx.tree_at(lambda m: m.log_dt, layer, layer.log_dt + np.log(0.5))
+    rescaled = eqx.filter_jit(lambda m, u: m(u, step_rescale=0.5))(layer, u)
+    np.testing.assert_allclose(rescaled, apply(scaled, u, None), atol=1e-13)
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+def test_gradients_agree_across_paths_and_under_vmap(cls, getkey):
+    layer = cls(4, 8, key=getkey())
+    batch = jax.random.normal(getkey(), (3, 64, 4))
+
+    def loss(model, mode):
+        return jnp.sum(jnp.sin(jax.vmap(lambda x: model(x, mode=mode))(batch)))
+
+    grad = eqx.filter_jit(eqx.filter_grad(loss))
+    grads = [grad(layer, mode) for mode in ("conv", "scan", "recurrent")]
+    for g in grads[1:]:
+        for a, b in zip(jax.tree_util.tree_leaves(grads[0]), jax.tree_util.tree_leaves(g)):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    jitted = eqx.filter_jit(jax.vmap(layer))(batch)
+    np.testing.assert_allclose(jitted[1], layer(batch[1]), atol=1e-13)
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+def test_float32_paths_match_float64(cls, getkey):
+    layer = cls(8, 32, key=getkey())
+    u = jax.random.normal(getkey(), (1024, 8))
+    expected = np.asarray(apply(layer, u, "recurrent"))
+    layer32 = jax.tree_util.tree_map(
+        lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, layer
+    )
+    u32 = u.astype(jnp.float32)
+    for mode in ("conv", "scan", "recurrent"):
+        y = apply(layer32, u32, mode)
+        assert y.dtype == jnp.float32
+        np.testing.assert_allclose(y, expected, atol=5e-4 * np.max(np.abs(expected)))
+
+
+def test_bad_arguments(getkey):
+    key = getkey()
+    with pytest.raises(ValueError, match="state_size=15 is odd"):
+        S4D(4, 15, key=key)
+    with pytest.raises(ValueError, match="dt_min must be smaller than dt_max"):
+        S4D(4, 8, dt_min=0.1, dt_max=0.1, key=key)
+    with pytest.raises(ValueError, match="dt_min and dt_max must be positive"):
+        S5(4, 8, dt_min=-1.0, key=key)
+    with pytest.raises(ValueError, match=r"init must be one of .*'legs'.*got 'legz'"):
+        S4D(4, 8, init="legz", key=key)
+    with pytest.raises(ValueError, match=r"init must be one of .*'hippo-n'.*got 'diag'"):
+        S5(4, 8, init="diag", key=key)
+    with pytest.raises(ValueError, match=r"discretization must be one of \('zoh', 'bilinear'\)"):
+        S5(4, 8, discretization="euler", key=key)
+    with pytest.raises(ValueError, match="n_ssm=3 must be a positive divisor of features=4"):
+        S4D(4, 8, n_ssm=3, key=key)
+    with pytest.raises(ValueError, match="init='diag' .* even n_ssm"):
+        S4D(4, 8, init="diag", key=key)
+    with pytest.raises(ValueError, match="blocks=3 must divide state_size=8"):
+        S5(4, 8, blocks=3, key=key)
+    layer = S4D(4, 8, key=key)
+    with pytest.raises(
+        ValueError, match=r"input must have shape \(length, features\) with features=4"
+    ):
+        layer(jnp.zeros((10, 5)))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        layer(jnp.zeros((10, 4)), mode="fft")
+    with pytest.raises(ValueError, match="bidirectional layer"):
+        S5(4, 8, bidirectional=True, key=key).step(jnp.zeros(4, complex), jnp.zeros(4))
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+def test_non_finite_input_is_reported(cls, getkey):
+    layer = cls(4, 8, key=getkey())
+    u = jnp.ones((100, 4)).at[57, 2].set(jnp.nan)
+    with pytest.raises(Exception, match="input is not finite"):
+        eqx.filter_jit(layer)(u)
+    unchecked = cls(4, 8, check_finite=False, key=getkey())
+    assert not np.all(np.isfinite(unchecked(u)))
