@@ -78,12 +78,12 @@ class NewtonDiagnostics(eqx.Module):
 
 GUESSES = ("cell", "zeros", "h0")
 FALLBACKS = ("sequential", "damped", "none")
-_TOLERANCES = {8: 1e-10, 4: 1e-5, 2: 1e-2}
+_TOLERANCES = {8: 1e-12, 4: 1e-5, 2: 1e-2}
 
 
 def default_tolerance(dtype) -> float:
     """Default `rtol` and `atol` of the residual for states of `dtype`:
-    `1e-10` (float64), `1e-5` (float32), `1e-2` (16-bit)."""
+    `1e-12` (float64), `1e-5` (float32), `1e-2` (16-bit)."""
     return _TOLERANCES[jnp.dtype(dtype).itemsize]
 
 
@@ -514,7 +514,7 @@ def newton_solve(
             "declare the structure it has ('dense' always works).",
         )
 
-    converted, consts = jax.closure_convert(fn, h0, x_example)
+    converted, consts = jax.closure_convert(lambda h, x: fn(h, x), h0, x_example)
     hs, stats = _make_solve(converted, opts)(consts, h0, xs, guess_array)
     stats = jax.lax.stop_gradient(stats)
     result = eqx.tree_at(lambda r: r._value, RESULTS.successful, stats["result"])
