@@ -87,7 +87,11 @@ def _para_init(key, input_size, hidden_size, num_heads, dtype, rows_a, rows_c=0)
     B = jax.random.uniform(
         kb, (num_heads, head_in, rows_a, head_state), dtype, minval=-limit, maxval=limit
     )
-    b = jnp.zeros((rows_a, hidden_size), dtype).at[0].set(-jnp.linspace(0, 1, hidden_size))
+    b = (
+        jnp.zeros((rows_a, hidden_size), dtype)
+        .at[0]
+        .set(-jnp.linspace(0, 1, hidden_size, dtype=dtype))
+    )
     C = std * jax.random.normal(kc, (rows_c, hidden_size), dtype) if rows_c else None
     return A, B, b, C
 

@@ -160,30 +160,29 @@ def _solve_window(fn, h0, xs, guess, opts: _Options):
         return jnp.max(jnp.abs(hs - fs))
 
     # Newton: the carry holds f and J at the iterate, so each iteration evaluates
-    # the cell (with its Jacobian) once, and the iterate with the smallest
-    # residual so far, which is what a fallback starts from (or what is returned).
+    # the cell (with its Jacobian) once.
     fs, jac = linearise(guess, opts.quasi)
     finite = _all_finite(guess, fs, jac)
     res = jnp.where(finite, residual(guess, fs), jnp.inf)
-    state = (jnp.array(0, jnp.int32), guess, fs, jac, finite, guess, res)
+    state = (jnp.array(0, jnp.int32), guess, fs, jac, res, finite)
 
     def newton_cond(state):
-        k, hs, _, _, finite, best, best_res = state
-        return (k < opts.max_iter) & finite & ~(best_res <= tolerance(best))
+        k, hs, _, _, res, finite = state
+        return (k < opts.max_iter) & finite & ~(res <= tolerance(hs))
 
     def newton_body(state):
-        k, hs, fs, jac, _, best, best_res = state
+        k, hs, fs, jac, res, _ = state
         delta = linear_recurrence(jac, fs - hs, method=opts.method, chunk_size=opts.chunk_size)
-        hs = hs + opts.omega * delta
-        fs, jac = linearise(hs, opts.quasi)
-        finite = _all_finite(hs, fs, jac)
-        res = jnp.where(finite, residual(hs, fs), jnp.inf)
-        better = res < best_res
-        best = jnp.where(better, hs, best)
-        return k + 1, hs, fs, jac, finite, best, jnp.where(better, res, best_res)
+        new = hs + opts.omega * delta
+        fs, jac = linearise(new, opts.quasi)
+        finite = _all_finite(new, fs, jac)
+        # keep the last finite iterate: it is returned, or the fallback starts from it
+        hs = jnp.where(finite, new, hs)
+        res = jnp.where(finite, residual(new, fs), res)
+        return k + 1, hs, fs, jac, res, finite
 
-    iterations, _, _, _, finite, hs, res = lax.while_loop(newton_cond, newton_body, state)
-    newton_converged = res <= tolerance(hs)
+    iterations, hs, _, _, res, finite = lax.while_loop(newton_cond, newton_body, state)
+    newton_converged = finite & (res <= tolerance(hs))
     nonfinite = ~finite
 
     # The fallbacks are while-loops rather than `lax.cond`: under `vmap` a cond

@@ -122,9 +122,9 @@ def test_inside_lax_scan_and_vmap():
             return carry, linear_recurrence(A, b, y0, method="scan")
 
         in_scan = jax.lax.scan(body, 0.0, None, length=2)[1][1]
-        batched = jax.vmap(
-            lambda bb: linear_recurrence(A, bb, y0, method="chunked", chunk_size=6)
-        )(jnp.stack([b, 2 * b]))
+        batched = jax.vmap(lambda bb: linear_recurrence(A, bb, y0, method="chunked", chunk_size=6))(
+            jnp.stack([b, 2 * b])
+        )
         return in_scan, batched[1]
 
     in_scan, batched = run(A, b, y0)
