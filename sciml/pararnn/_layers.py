@@ -119,16 +119,21 @@ class RNN(eqx.Module):
                 f"xs must have shape (length >= 1, input_size={cell.input_size}); got {xs.shape}. "
                 "Layers take one sample: jax.vmap over a batch."
             )
+        xs = eqx.error_if(xs, ~jnp.all(jnp.isfinite(xs)), "RNN: the input contains NaN or Inf.")
+        us = cell.project(xs)
         if h0 is None:
-            h0 = jnp.zeros(cell.state_size, cell.project(xs[:1]).dtype)
+            floats = [
+                u for u in jax.tree_util.tree_leaves(us) if jnp.issubdtype(u.dtype, jnp.floating)
+            ]
+            dtype = jnp.result_type(*floats) if floats else jnp.zeros(()).dtype
+            h0 = jnp.zeros(cell.state_size, dtype)
         h0 = jnp.asarray(h0)
         if h0.shape != (cell.state_size,):
             raise ValueError(
                 f"h0 must have shape (state_size,) = ({cell.state_size},) for "
                 f"{type(cell).__name__}(hidden_size={cell.hidden_size}); got {h0.shape}."
             )
-        xs = eqx.error_if(xs, ~jnp.all(jnp.isfinite(xs)), "RNN: the input contains NaN or Inf.")
-        return cell.project(xs), h0
+        return us, h0
 
     def solve(
         self, xs: Float[Array, "length input"], h0: Float[Array, " state"] | None = None
@@ -209,7 +214,7 @@ class RNNBlock(eqx.Module):
                 "A residual block needs cell.input_size == cell.hidden_size; got "
                 f"{width} and {rnn.cell.hidden_size}."
             )
-        dtype = rnn.cell.project(jnp.zeros((1, width))).dtype
+        dtype = jax.eval_shape(rnn.cell.project, jnp.zeros((1, width))).dtype
         k1, k2 = jax.random.split(key)
         self.norm1 = eqx.nn.LayerNorm(width, dtype=dtype)
         self.rnn = rnn
@@ -217,10 +222,17 @@ class RNNBlock(eqx.Module):
         self.mlp_in = eqx.nn.Linear(width, mlp_ratio * width, key=k1, dtype=dtype)
         self.mlp_out = eqx.nn.Linear(mlp_ratio * width, width, key=k2, dtype=dtype)
 
-    def __call__(self, xs: Float[Array, "length width"]) -> Float[Array, "length width"]:
-        xs = xs + self.rnn(_pointwise(self.norm1, xs))
+    def solve(
+        self, xs: Float[Array, "length width"]
+    ) -> tuple[Float[Array, "length width"], NewtonDiagnostics | None]:
+        """The block output and the diagnostics of its RNN (`None` in sequential mode)."""
+        states, diagnostics = self.rnn.solve(_pointwise(self.norm1, xs))
+        xs = xs + self.rnn.cell.readout(states)
         hidden = jax.nn.gelu(_pointwise(self.mlp_in, _pointwise(self.norm2, xs)))
-        return xs + _pointwise(self.mlp_out, hidden)
+        return xs + _pointwise(self.mlp_out, hidden), diagnostics
+
+    def __call__(self, xs: Float[Array, "length width"]) -> Float[Array, "length width"]:
+        return self.solve(xs)[0]
 
 
 class RNNModel(eqx.Module):
@@ -299,15 +311,23 @@ class RNNModel(eqx.Module):
             is_leaf=lambda node: isinstance(node, RNN),
         )
 
-    def __call__(
+    def solve(
         self, xs: Int[Array, " length"] | Float[Array, "length input"]
-    ) -> Float[Array, "length output"]:
-        """Outputs `(length, output_size)` for tokens `(length,)` or features `(length, input)`."""
+    ) -> tuple[Float[Array, "length output"], tuple[NewtonDiagnostics | None, ...]]:
+        """The outputs and the per-layer Newton diagnostics (`None` for sequential layers)."""
         expected = 1 if self.tokens else 2
         if jnp.ndim(xs) != expected:
             kind = "tokens of shape (length,)" if self.tokens else "shape (length, input_size)"
             raise ValueError(f"RNNModel expects {kind}; got shape {jnp.shape(xs)}.")
         hs = _pointwise(self.encoder, xs)
+        diagnostics = []
         for block in self.blocks:
-            hs = block(hs)
-        return _pointwise(self.head, _pointwise(self.norm, hs))
+            hs, layer_diagnostics = block.solve(hs)
+            diagnostics.append(layer_diagnostics)
+        return _pointwise(self.head, _pointwise(self.norm, hs)), tuple(diagnostics)
+
+    def __call__(
+        self, xs: Int[Array, " length"] | Float[Array, "length input"]
+    ) -> Float[Array, "length output"]:
+        """Outputs `(length, output_size)` for tokens `(length,)` or features `(length, input)`."""
+        return self.solve(xs)[0]

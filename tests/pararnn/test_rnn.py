@@ -1,0 +1,96 @@
+"""The RNN layer and the residual model: modes agree, auto follows the crossover table, bad input."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sciml.pararnn import GRU, RNN, ParaGRU, ParaLSTM, RNNModel, choose_mode, sequential_solve
+
+
+def test_modes_give_the_same_outputs_and_gradients(getkey):
+    model = RNNModel(11, 11, 8, 1, cell="paralstm", num_heads=2, tokens=True, key=getkey())
+    tokens = jax.random.randint(getkey(), (3, 40), 0, 11)
+
+    def loss(model, tokens):
+        logits = jax.vmap(model)(tokens[:, :-1])
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.mean(jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1))
+
+    value_and_grad = eqx.filter_jit(eqx.filter_value_and_grad(loss))
+    seq_loss, seq_grads = value_and_grad(model.with_mode("sequential"), tokens)
+    newton_loss, newton_grads = value_and_grad(model.with_mode("newton"), tokens)
+    np.testing.assert_allclose(newton_loss, seq_loss, rtol=1e-12)
+    for a, b in zip(jax.tree_util.tree_leaves(newton_grads), jax.tree_util.tree_leaves(seq_grads)):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)
+    assert {block.rnn.mode for block in model.with_mode("newton").blocks} == {"newton"}
+
+
+def test_layer_matches_a_hand_written_scan_and_reports_diagnostics(getkey):
+    cell = ParaGRU(4, 6, num_heads=2, key=getkey())
+    xs = jax.random.normal(getkey(), (33, 4))
+    h0 = jax.random.normal(getkey(), (6,))
+
+    @eqx.filter_jit
+    def run(cell, xs, h0):
+        return (
+            sequential_solve(cell, h0, xs),  # one raw-input step at a time
+            RNN(cell, "sequential")(xs, h0),
+            RNN(cell, "newton").solve(xs, h0),
+        )
+
+    expected, sequential, (newton, diagnostics) = run(cell, xs, h0)
+    np.testing.assert_allclose(sequential, expected, rtol=1e-13)
+    np.testing.assert_allclose(newton, expected, rtol=1e-11, atol=1e-12)
+    assert bool(diagnostics.converged) and int(diagnostics.iterations) >= 1
+    assert RNN(cell, "sequential").solve(xs, h0)[1] is None
+
+
+def test_model_is_causal(getkey):
+    model = RNNModel(3, 2, 8, 1, cell="gru", mode="newton", key=getkey())
+    xs = jax.random.normal(getkey(), (20, 3))
+    changed = xs.at[12].add(1.0)
+    out, out_changed = eqx.filter_jit(jax.vmap(model))(jnp.stack([xs, changed]))
+    np.testing.assert_array_equal(out[:12], out_changed[:12])
+    assert float(jnp.min(jnp.abs(out[12:] - out_changed[12:]))) > 0
+
+
+def test_auto_mode_follows_the_crossover_table(getkey):
+    assert choose_mode(100_000, 8, "diagonal", backend="cpu") == "sequential"
+    assert choose_mode(4096, 256, "block(2)", backend="gpu") == "newton"
+    assert choose_mode(64, 256, "diagonal", backend="gpu") == "sequential"
+    assert choose_mode(4096, 512, "dense", backend="gpu") == "sequential"
+    layer = RNN(ParaLSTM(4, 4, key=getkey()), "auto")
+    expected = choose_mode(50, 8, "block(2)")
+    assert layer.resolved_mode(50) == expected
+    _, diagnostics = layer.solve(jnp.ones((50, 4)))
+    assert (diagnostics is None) == (expected == "sequential")
+
+
+def test_bad_input(getkey):
+    cell = ParaLSTM(4, 6, key=getkey())
+    layer = RNN(cell, "newton")
+    with pytest.raises(ValueError, match=r"h0 must have shape \(state_size,\) = \(12,\)"):
+        layer(jnp.ones((10, 4)), jnp.zeros(6))
+    with pytest.raises(ValueError, match=r"xs must have shape \(length >= 1, input_size=4\)"):
+        layer(jnp.ones((10, 5)))
+    with pytest.raises(ValueError, match="jax.vmap over a batch"):
+        layer(jnp.ones((2, 10, 4)))
+    for mode in ("sequential", "newton"):
+        with pytest.raises(RuntimeError, match="NaN or Inf"):
+            layer.with_mode(mode)(jnp.ones((10, 4)).at[3, 2].set(jnp.inf))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        RNN(cell, "parallel")
+    with pytest.raises(ValueError, match=r"Unknown Newton options \['tolerance'\]"):
+        RNN(cell, "newton", tolerance=1e-3)
+    with pytest.raises(ValueError, match="must be hashable"):
+        RNN(cell, "newton", guess=jnp.zeros((10, 12)))
+    with pytest.raises(ValueError, match="cell must be an AbstractCell"):
+        RNN(lambda h, x: h, "newton")
+    with pytest.raises(ValueError, match="cell must be one of"):
+        RNNModel(3, 3, 8, 1, cell="transformer", key=getkey())
+    with pytest.raises(ValueError, match="tokens of shape"):
+        RNNModel(3, 3, 8, 1, tokens=True, key=getkey())(jnp.ones((5, 3)))
+    with pytest.raises(ValueError, match="input_size == cell.hidden_size"):
+        RNNModel(3, 3, 8, 1, cell=lambda width, key: GRU(width, 4, key=key), key=getkey())
