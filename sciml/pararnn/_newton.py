@@ -44,9 +44,9 @@ class RESULTS(eqx.Enumeration):
         "fallback='sequential', raise max_iter, or pass throw=False and read the diagnostics."
     )
     nonfinite = (
-        "newton_solve: non-finite values (NaN or Inf) in the solution. Newton iterations "
-        "that overflow are caught and handed to the fallback, so the recurrence itself "
-        "(or its input) is not finite."
+        "newton_solve: non-finite values (NaN or Inf) in the returned states, or in Newton "
+        "iterates that no fallback recovered from. With fallback='sequential' this means the "
+        "recurrence itself is not finite on this input."
     )
 
 
@@ -144,6 +144,9 @@ def _solve_window(fn, h0, xs, guess, opts: _Options):
     """Newton iterations and the fallback on one window; returns `(hs, stats)`."""
     structure = opts.structure
 
+    def values(hs):
+        return jax.vmap(fn)(_shift(h0, hs), xs)
+
     def linearise(hs, quasi):
         prev = _shift(h0, hs)
         fs, jac = jax.vmap(lambda h, x: value_and_jacobian(structure, lambda v: fn(v, x), h))(
@@ -192,8 +195,7 @@ def _solve_window(fn, h0, xs, guess, opts: _Options):
 
         def seq_body(state):
             new = sequential_solve(fn, h0, xs)
-            prev = _shift(h0, new)
-            return jnp.array(True), new, residual(new, jax.vmap(fn)(prev, xs))
+            return jnp.array(True), new, residual(new, values(new))
 
         _, hs, res = lax.while_loop(lambda s: ~s[0], seq_body, (newton_converged, hs, res))
         fallback_iterations = jnp.array(0, jnp.int32)
@@ -209,7 +211,7 @@ def _solve_window(fn, h0, xs, guess, opts: _Options):
             fs, a = linearise(hs, True)
             b = fs - a * _shift(h0, hs)
             new = kalman_filter_means(a, b, hs, sigma2)
-            new_fs, _ = linearise(new, True)
+            new_fs = values(new)
             finite = _all_finite(new, new_fs)
             hs = jnp.where(finite, new, hs)
             res = jnp.where(finite, residual(new, new_fs), res)
@@ -303,10 +305,10 @@ def _make_solve(fn, opts: _Options):
 
     def solve_fwd(consts, h0, xs, guess):
         hs, stats = _forward(cell(consts), h0, xs, guess, opts)
-        return (hs, stats), (consts, h0, xs, guess, hs)
+        return (hs, stats), (consts, h0, xs, hs)
 
     def solve_bwd(residuals, cotangents):
-        consts, h0, xs, guess, hs = residuals
+        consts, h0, xs, hs = residuals
         grad_hs = cotangents[0]
         prev = _shift(h0, hs)
         # λ_t = g_t + J_{t+1}^T λ_{t+1}: one reverse recurrence at the solution
@@ -324,8 +326,7 @@ def _make_solve(fn, opts: _Options):
             xs,
         )
         grad_consts, grad_prev, grad_xs = vjp(lam)
-        grad_guess = None if guess is None else jnp.zeros_like(guess)
-        return grad_consts, grad_prev[0], grad_xs, grad_guess
+        return grad_consts, grad_prev[0], grad_xs, None  # the solution does not depend on the guess
 
     solve.defvjp(solve_fwd, solve_bwd)
     return solve
