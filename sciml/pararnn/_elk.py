@@ -22,6 +22,7 @@ elementwise because the dynamics are diagonal.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
@@ -40,9 +41,9 @@ def _combine(earlier, later):
 
 
 def kalman_filter_means(
-    a: Float[Array, "length n"],
-    b: Float[Array, "length n"],
-    observations: Float[Array, "length n"],
+    a: Float[Array | np.ndarray, "length n"],
+    b: Float[Array | np.ndarray, "length n"],
+    observations: Float[Array | np.ndarray, "length n"],
     sigma2: float,
 ) -> Float[Array, "length n"]:
     """Filtered means of `z_t = a_t z_{t-1} + b_t + N(0, 1)`, `s_t = z_t + N(0, σ²)`.

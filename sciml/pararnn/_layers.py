@@ -23,37 +23,51 @@ NEWTON_OPTIONS = tuple(
     if name not in ("fn", "h0", "xs", "structure")
 )
 
-# When Newton mode is faster than sequential mode, per backend: the shortest
-# sequence length from which it wins and the largest state size (per structure
-# kind) for which it does. `None`: sequential mode won at every measured size.
-# CPU: measured by `benchmarks/pararnn.py` (docs/benchmarks.md): on a 2-core CPU
-# Newton lost at every length (1k-64k), hidden size (8-256) and batch (1, 4).
+# Where Newton mode is faster than sequential mode, per backend and Jacobian
+# structure: `(min_length, max_length, max_batch_state)`, Newton when
+# `min_length <= length <= max_length` and `batch_size * state_size <=
+# max_batch_state` (`None`: no bound); a structure missing from a backend's
+# table always runs sequentially.
+# CPU: measured with `benchmarks/pararnn.py` on a 2-core CPU, forward+backward
+# (training) time, see docs/benchmarks.md. Newton's forward pass lost everywhere;
+# its cheaper backward pass (one reverse linear recurrence instead of a reverse
+# scan through every step) made training faster only for one sequence of a
+# hidden size of 8 (ParaGRU state 8, ParaLSTM state 16) up to 16k steps.
 # GPU/TPU: not measured in this repository; the published parallel-Newton
 # speed-ups (ParaRNN, DEER) start at a few hundred steps. Rerun the benchmark
-# on an accelerator to replace these numbers: it prints the measured crossover.
-CROSSOVERS: dict[str, dict[str, tuple[int, int | None]] | None] = {
-    "cpu": None,
-    "gpu": {"diagonal": (512, None), "block": (512, None), "dense": (512, 32)},
-    "tpu": {"diagonal": (512, None), "block": (512, None), "dense": (512, 32)},
+# on an accelerator to replace these entries: it prints the measured crossovers.
+CROSSOVERS: dict[str, dict[str, tuple[int, int | None, int | None]]] = {
+    "cpu": {"diagonal": (1024, 16384, 8), "block": (1024, 16384, 16)},
+    "gpu": {"diagonal": (512, None, None), "block": (512, None, None), "dense": (512, None, 32)},
+    "tpu": {"diagonal": (512, None, None), "block": (512, None, None), "dense": (512, None, 32)},
 }
 
 
 def choose_mode(
-    length: int, state_size: int, structure: Any = "diagonal", backend: str | None = None
+    length: int,
+    state_size: int,
+    structure: Any = "diagonal",
+    *,
+    batch_size: int = 1,
+    backend: str | None = None,
 ) -> str:
     """The mode `RNN(mode="auto")` uses: `"newton"` or `"sequential"`.
 
-    Looks up `CROSSOVERS` for `backend` (default: JAX's default backend):
-    Newton when `length` reaches the backend's crossover length and
-    `state_size` is within its limit for the Jacobian `structure`.
+    Looks up `CROSSOVERS[backend][structure kind]` (default backend: JAX's
+    default): Newton when `length` is within the measured range and
+    `batch_size * state_size` within the measured bound; sequential otherwise.
     """
-    table = CROSSOVERS.get(backend or jax.default_backend())
-    if table is None:
+    entry = CROSSOVERS.get(backend or jax.default_backend(), {}).get(
+        parse_structure(structure).kind
+    )
+    if entry is None:
         return "sequential"
-    min_length, max_state = table[parse_structure(structure).kind]
-    if length >= min_length and (max_state is None or state_size <= max_state):
-        return "newton"
-    return "sequential"
+    min_length, max_length, max_batch_state = entry
+    if length < min_length or (max_length is not None and length > max_length):
+        return "sequential"
+    if max_batch_state is not None and batch_size * state_size > max_batch_state:
+        return "sequential"
+    return "newton"
 
 
 class RNN(eqx.Module):
@@ -64,7 +78,7 @@ class RNN(eqx.Module):
     over the cell's steps with the input projections hoisted out of the loop;
     `"newton"` is [`newton_solve`][sciml.pararnn.newton_solve] with the cell's
     declared Jacobian structure and an implicit-function backward pass;
-    `"auto"` picks per call from the backend, length and state size
+    `"auto"` picks per call from the backend, length, state size and batch size
     ([`choose_mode`][sciml.pararnn.choose_mode]).
 
     **Arguments:**
@@ -72,15 +86,20 @@ class RNN(eqx.Module):
     - `cell`: an [`AbstractCell`][sciml.pararnn.AbstractCell] (`ParaGRU`,
       `ParaLSTM`, `GRU`, `LSTM` or your own).
     - `mode`: `"sequential"`, `"newton"` or `"auto"`.
+    - `batch_size`: the batch size the layer is vmapped over; only `"auto"`
+      uses it (a layer sees one sample and cannot know it).
     - `**newton_options`: keyword arguments of `newton_solve` (`max_iter`,
       `fallback`, `method`, `window`, `throw`, ...), used in Newton mode.
     """
 
     cell: AbstractCell
     mode: str = eqx.field(static=True)
+    batch_size: int = eqx.field(static=True)
     newton_options: tuple[tuple[str, Any], ...] = eqx.field(static=True)
 
-    def __init__(self, cell: AbstractCell, mode: str = "auto", **newton_options: Any):
+    def __init__(
+        self, cell: AbstractCell, mode: str = "auto", *, batch_size: int = 1, **newton_options: Any
+    ):
         if not isinstance(cell, AbstractCell):
             raise ValueError(
                 f"cell must be an AbstractCell (ParaGRU, ParaLSTM, GRU, LSTM or a subclass); "
@@ -99,17 +118,22 @@ class RNN(eqx.Module):
                 "Newton options of a layer must be hashable (pass guess arrays to "
                 "newton_solve directly)."
             ) from None
-        self.cell, self.mode, self.newton_options = cell, mode, options
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+        self.cell, self.mode, self.batch_size = cell, mode, batch_size
+        self.newton_options = options
 
     def with_mode(self, mode: str) -> RNN:
         """The same layer (same parameters) in another mode."""
-        return RNN(self.cell, mode, **dict(self.newton_options))
+        return RNN(self.cell, mode, batch_size=self.batch_size, **dict(self.newton_options))
 
     def resolved_mode(self, length: int) -> str:
         """`"sequential"` or `"newton"`: what a call on `length` steps runs."""
         if self.mode != "auto":
             return self.mode
-        return choose_mode(length, self.cell.state_size, self.cell.structure)
+        return choose_mode(
+            length, self.cell.state_size, self.cell.structure, batch_size=self.batch_size
+        )
 
     def _prepare(self, xs, h0):
         xs = jnp.asarray(xs)
@@ -148,7 +172,7 @@ class RNN(eqx.Module):
         in Newton mode, `None` in sequential mode.
         """
         us, h0 = self._prepare(xs, h0)
-        if self.resolved_mode(us.shape[0]) == "sequential":
+        if self.resolved_mode(jnp.shape(xs)[0]) == "sequential":
             return sequential_solve(self.cell.step, h0, us), None
         return newton_solve(
             self.cell.step,
@@ -252,7 +276,8 @@ class RNNModel(eqx.Module):
       `(width, key) -> AbstractCell` for your own cell.
     - `num_heads`: heads of the ParaRNN input projections.
     - `mlp_ratio`: MLP width in units of `width`.
-    - `mode`: mode of every [`RNN`][sciml.pararnn.RNN] layer.
+    - `mode`: mode of every [`RNN`][sciml.pararnn.RNN] layer; `batch_size`
+      is their hint for `"auto"`.
     - `tokens`: inputs are integer tokens of shape `(length,)`.
     - `dtype`, `key`; `**newton_options` go to every layer.
     """
@@ -274,6 +299,7 @@ class RNNModel(eqx.Module):
         num_heads: int = 1,
         mlp_ratio: int = 2,
         mode: str = "auto",
+        batch_size: int = 1,
         tokens: bool = False,
         dtype=None,
         key: PRNGKeyArray,
@@ -296,7 +322,7 @@ class RNNModel(eqx.Module):
                 layer_cell = make_cell(
                     cell, width, width, num_heads=num_heads, dtype=dtype, key=cell_key
                 )
-            rnn = RNN(layer_cell, mode, **newton_options)
+            rnn = RNN(layer_cell, mode, batch_size=batch_size, **newton_options)
             blocks.append(RNNBlock(rnn, mlp_ratio, key=block_key))
         self.blocks = tuple(blocks)
         self.norm = eqx.nn.LayerNorm(width, dtype=dtype)

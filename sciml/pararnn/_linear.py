@@ -21,6 +21,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
@@ -97,9 +98,9 @@ def _chunked(structure: Structure, a: Array, b: Array, chunk: int) -> Array:
 
 
 def linear_recurrence(
-    A: Array,
-    b: Float[Array, "length n"],
-    y0: Float[Array, " n"] | None = None,
+    A: Float[Array | np.ndarray, "length ..."],
+    b: Float[Array | np.ndarray, "length n"],
+    y0: Float[Array | np.ndarray, " n"] | None = None,
     *,
     reverse: bool = False,
     method: str = "auto",

@@ -107,7 +107,7 @@ class _Options:
 
 def sequential_solve(
     fn: Callable[[Array, Any], Array],
-    h0: Float[Array, " n"],
+    h0: Float[Array | np.ndarray, " n"],
     xs: Any,
     *,
     unroll: int = 1,
@@ -364,7 +364,7 @@ def _check_cell(fn, h0, x_example):
 
 def newton_solve(
     fn: Callable[[Array, Any], Array],
-    h0: Float[Array, " n"],
+    h0: Float[Array | np.ndarray, " n"],
     xs: Any,
     *,
     structure: Any = "dense",

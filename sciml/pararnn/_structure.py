@@ -211,7 +211,7 @@ def structure_error(
 
 def check_structure(
     fn: Callable[[Array, Any], Array],
-    hs: Float[Array, "points n"],
+    hs: Float[Array | np.ndarray, "points n"],
     xs: Any,
     structure: Any,
     *,

@@ -56,16 +56,28 @@ def test_model_is_causal(getkey):
     assert float(jnp.min(jnp.abs(out[12:] - out_changed[12:]))) > 0
 
 
-def test_auto_mode_follows_the_crossover_table(getkey):
-    assert choose_mode(100_000, 8, "diagonal", backend="cpu") == "sequential"
-    assert choose_mode(4096, 256, "block(2)", backend="gpu") == "newton"
-    assert choose_mode(64, 256, "diagonal", backend="gpu") == "sequential"
-    assert choose_mode(4096, 512, "dense", backend="gpu") == "sequential"
-    layer = RNN(ParaLSTM(4, 4, key=getkey()), "auto")
-    expected = choose_mode(50, 8, "block(2)")
+def test_auto_mode_follows_the_crossover_table(getkey, monkeypatch):
+    from sciml.pararnn import _layers
+
+    table = {"diagonal": (100, 1000, 64), "dense": (200, None, None)}
+    monkeypatch.setitem(_layers.CROSSOVERS, "cpu", table)
+    assert choose_mode(500, 8, "diagonal", backend="cpu") == "newton"
+    assert choose_mode(500, 8, "diagonal", batch_size=16, backend="cpu") == "sequential"
+    assert choose_mode(50, 8, "diagonal", backend="cpu") == "sequential"
+    assert choose_mode(5000, 8, "diagonal", backend="cpu") == "sequential"
+    assert choose_mode(500, 8, "block(2)", backend="cpu") == "sequential"  # not in the table
+    assert choose_mode(10**6, 512, "dense", backend="cpu") == "newton"
+    assert choose_mode(500, 8, "diagonal", backend="unknown") == "sequential"
+    monkeypatch.undo()
+    # what was measured on CPU: large batch x hidden never runs Newton
+    assert choose_mode(4096, 256, "diagonal", batch_size=4, backend="cpu") == "sequential"
+
+    layer = RNN(ParaLSTM(4, 4, key=getkey()), "auto", batch_size=2)
+    expected = choose_mode(50, 8, "block(2)", batch_size=2)
     assert layer.resolved_mode(50) == expected
     _, diagnostics = layer.solve(jnp.ones((50, 4)))
     assert (diagnostics is None) == (expected == "sequential")
+    assert layer.with_mode("newton").batch_size == 2
 
 
 def test_bad_input(getkey):
@@ -86,6 +98,8 @@ def test_bad_input(getkey):
         RNN(cell, "newton", tolerance=1e-3)
     with pytest.raises(ValueError, match="must be hashable"):
         RNN(cell, "newton", guess=jnp.zeros((10, 12)))
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        RNN(cell, "auto", batch_size=0)
     with pytest.raises(ValueError, match="cell must be an AbstractCell"):
         RNN(lambda h, x: h, "newton")
     with pytest.raises(ValueError, match="cell must be one of"):
