@@ -134,7 +134,8 @@ def run(config, workdir: Path) -> dict:
         summary[f"final_loss_{mode}"] = result.metrics["loss"]
         for key, value in result.metrics.items():
             if key.startswith("eval_"):
-                summary[f"{key[len('eval_') :]}_{mode}"] = value
+                name = key[len("eval_") :]
+                summary[name if name.startswith("newton_") else f"{name}_{mode}"] = value
         train_log = [
             m for m in read_metrics(workdir / mode / "metrics.jsonl") if m["split"] == "train"
         ]
