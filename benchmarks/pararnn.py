@@ -7,9 +7,9 @@ loss with respect to the cell parameters and the inputs) of one `RNN` layer in
 over the cell steps with the input projections hoisted out of the loop), both
 jit-compiled and vmapped over the batch, float32. Also reported: the Newton
 iterations used (largest over the batch) and the largest difference between the
-two outputs. The last lines give, per cell, hidden size and batch, the shortest
-length from which Newton mode wins (the crossover `RNN(mode="auto")` uses),
-or null when it never does on this grid.
+two outputs. The last lines give, per cell, hidden size and batch, the
+lengths at which Newton mode trains faster (forward+backward): the crossovers
+`RNN(mode="auto")` uses.
 
 usage: python -m benchmarks.pararnn [--quick] [--cells paragru paralstm]
            [--lengths 1024 4096] [--hidden 8 64] [--batch 1 4]
@@ -78,13 +78,12 @@ def bench_one(cell_name: str, length: int, hidden: int, batch: int, repeats: int
 
 
 def crossovers(records: list[dict]) -> list[dict]:
-    """Per cell, hidden size and batch: the shortest length where Newton wins fwd+bwd."""
+    """Per cell, hidden size and batch: the lengths where Newton wins fwd+bwd."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         groups.setdefault((r["cell"], r["hidden"], r["batch"]), []).append(r)
     out = []
     for (cell, hidden, batch), rows in sorted(groups.items()):
-        wins = sorted(r["length"] for r in rows if r["speedup_fwdbwd"] > 1)
         out.append(
             {
                 "bench": "pararnn_crossover",
@@ -92,7 +91,7 @@ def crossovers(records: list[dict]) -> list[dict]:
                 "hidden": hidden,
                 "batch": batch,
                 "lengths": sorted(r["length"] for r in rows),
-                "newton_wins_from_length": wins[0] if wins else None,
+                "newton_faster_at": sorted(r["length"] for r in rows if r["speedup_fwdbwd"] > 1),
             }
         )
     return out
