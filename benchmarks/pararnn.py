@@ -7,12 +7,14 @@ loss with respect to the cell parameters and the inputs) of one `RNN` layer in
 over the cell steps with the input projections hoisted out of the loop), both
 jit-compiled and vmapped over the batch, float32. Also reported: the Newton
 iterations used (largest over the batch) and the largest difference between the
-two outputs. The last lines give, per cell, hidden size and batch, the
+two outputs. With `--linear`, instead: the three `linear_recurrence` methods
+(associative scan, chunked, sequential) on diagonal and 2×2-block steps, which
+is how `method="auto"` was chosen per backend. The last lines give, per cell, hidden size and batch, the
 lengths at which Newton mode trains faster (forward+backward): the crossovers
 `RNN(mode="auto")` uses.
 
 usage: python -m benchmarks.pararnn [--quick] [--cells paragru paralstm]
-           [--lengths 1024 4096] [--hidden 8 64] [--batch 1 4]
+           [--lengths 1024 4096] [--hidden 8 64] [--batch 1 4] [--linear]
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks._common import emit, environment, time_fn
-from sciml.pararnn import RNN, ParaGRU, ParaLSTM
+from sciml.pararnn import RNN, ParaGRU, ParaLSTM, linear_recurrence
 
 
 CELLS = {"paragru": ParaGRU, "paralstm": ParaLSTM}
@@ -77,6 +79,19 @@ def bench_one(cell_name: str, length: int, hidden: int, batch: int, repeats: int
     return record
 
 
+def bench_linear(structure: str, length: int, n: int, batch: int, repeats: int) -> dict:
+    """Seconds per call of each `linear_recurrence` method (vmapped over the batch)."""
+    key_a, key_b = jax.random.split(jax.random.key(1))
+    shape = (batch, length, n) if structure == "diagonal" else (batch, length, 2, 2, n // 2)
+    A = jax.random.uniform(key_a, shape, jnp.float32, -0.7, 0.7)
+    b = jax.random.normal(key_b, (batch, length, n), jnp.float32)
+    record = {}
+    for method in ("scan", "chunked", "sequential"):
+        solve = jax.jit(jax.vmap(lambda A, b, m=method: linear_recurrence(A, b, method=m)))
+        record[f"{method}_s"] = _seconds(solve, A, b, repeats=repeats)
+    return record
+
+
 def crossovers(records: list[dict]) -> list[dict]:
     """Per cell, hidden size and batch: the lengths where Newton wins fwd+bwd."""
     groups: dict[tuple, list[dict]] = {}
@@ -107,10 +122,29 @@ def main():
     parser.add_argument("--hidden", nargs="+", type=int, default=[8, 64, 256])
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--linear", action="store_true", help="time the linear recurrences")
     args = parser.parse_args()
     if args.quick:
         args.lengths, args.hidden, args.batch, args.repeats = [1024, 4096], [8, 64], [1], 3
     env = environment()
+    if args.linear:
+        for structure in ("diagonal", "block(2)"):
+            for n in args.hidden:
+                for batch in args.batch:
+                    for length in args.lengths:
+                        record = bench_linear(structure, length, n, batch, args.repeats)
+                        emit(
+                            {
+                                "bench": "linear_recurrence",
+                                "structure": structure,
+                                "length": length,
+                                "n": n,
+                                "batch": batch,
+                                **record,
+                                **env,
+                            }
+                        )
+        return
     records = []
     for hidden in args.hidden:
         for batch in args.batch:

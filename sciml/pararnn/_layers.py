@@ -29,15 +29,17 @@ NEWTON_OPTIONS = tuple(
 # max_batch_state` (`None`: no bound); a structure missing from a backend's
 # table always runs sequentially.
 # CPU: measured with `benchmarks/pararnn.py` on a 2-core CPU, forward+backward
-# (training) time, see docs/benchmarks.md. Newton's forward pass lost everywhere;
-# its cheaper backward pass (one reverse linear recurrence instead of a reverse
-# scan through every step) made training faster only for one sequence of a
-# hidden size of 8 (ParaGRU state 8, ParaLSTM state 16) up to 16k steps.
+# (training) time, see docs/benchmarks.md. Newton's forward pass lost everywhere
+# (2.5-12x slower); its cheaper backward pass (one reverse linear recurrence
+# instead of a reverse scan through every step) made training faster only for a
+# single sequence (batch 1) of ParaGRU with hidden size 8, 1k-16k steps, in two
+# runs (1.2-2.4x). ParaLSTM at hidden 8 was faster in one run and slower in the
+# other, so block structures stay sequential.
 # GPU/TPU: not measured in this repository; the published parallel-Newton
 # speed-ups (ParaRNN, DEER) start at a few hundred steps. Rerun the benchmark
 # on an accelerator to replace these entries: it prints the measured crossovers.
 CROSSOVERS: dict[str, dict[str, tuple[int, int | None, int | None]]] = {
-    "cpu": {"diagonal": (1024, 16384, 8), "block": (1024, 16384, 16)},
+    "cpu": {"diagonal": (1024, 16384, 8)},
     "gpu": {"diagonal": (512, None, None), "block": (512, None, None), "dense": (512, None, 32)},
     "tpu": {"diagonal": (512, None, None), "block": (512, None, None), "dense": (512, None, 32)},
 }
