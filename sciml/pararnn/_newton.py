@@ -225,11 +225,8 @@ def _solve_window(fn, h0, xs, guess, opts: _Options):
 
     converged = (res <= tolerance(hs)) & _all_finite(hs)
     failed_nonfinite = ~_all_finite(hs) | (nonfinite & ~converged)
-    result = RESULTS.where(
-        converged,
-        RESULTS.successful,
-        RESULTS.where(failed_nonfinite, RESULTS.nonfinite, RESULTS.max_iterations_reached),
-    )
+    # 0 successful, 1 max_iterations_reached, 2 nonfinite (the worst code wins across windows)
+    code = jnp.where(converged, 0, jnp.where(failed_nonfinite, 2, 1)).astype(jnp.int32)
     stats = {
         "iterations": iterations,
         "residual": res,
@@ -238,7 +235,7 @@ def _solve_window(fn, h0, xs, guess, opts: _Options):
         "nonfinite": nonfinite,
         "fallback": (~newton_converged) & (opts.fallback != "none"),
         "fallback_iterations": fallback_iterations,
-        "result": result._value,
+        "result": code,
     }
     return hs, stats
 
@@ -517,7 +514,12 @@ def newton_solve(
     converted, consts = jax.closure_convert(lambda h, x: fn(h, x), h0, x_example)
     hs, stats = _make_solve(converted, opts)(consts, h0, xs, guess_array)
     stats = jax.lax.stop_gradient(stats)
-    result = eqx.tree_at(lambda r: r._value, RESULTS.successful, stats["result"])
+    code = stats["result"]
+    result = RESULTS.where(
+        code == 0,
+        RESULTS.successful,
+        RESULTS.where(code == 2, RESULTS.nonfinite, RESULTS.max_iterations_reached),
+    )
     diagnostics = NewtonDiagnostics(
         iterations=stats["iterations"],
         residual=stats["residual"],

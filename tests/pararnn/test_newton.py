@@ -117,6 +117,26 @@ def test_gradients_equal_autodiff_through_scan(name, getkey):
         assert float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) <= 1e-5
 
 
+def test_every_linear_method_inside_newton_and_its_backward(getkey):
+    # the accelerator default is "scan"; on CPU "auto" means "sequential"
+    cell, structure, n, _ = make_cell("ParaLSTM", getkey())
+    fn, us = inputs(cell, "ParaLSTM", getkey(), 70)
+    h0 = jax.random.normal(getkey(), (n,))
+
+    def loss(us, method):
+        hs = newton_solve(fn, h0, us, structure=structure, method=method, chunk_size=8)[0]
+        return jnp.sum(jnp.sin(hs))
+
+    @jax.jit
+    def all_methods(us):
+        return {m: jax.value_and_grad(loss)(us, m) for m in ("scan", "chunked", "sequential")}
+
+    expected = jax.value_and_grad(lambda us: jnp.sum(jnp.sin(sequential_solve(fn, h0, us))))(us)
+    for method, (value, grad) in all_methods(us).items():
+        np.testing.assert_allclose(value, expected[0], rtol=1e-12, err_msg=method)
+        np.testing.assert_allclose(grad, expected[1], rtol=1e-9, atol=1e-12, err_msg=method)
+
+
 def test_gradients_through_closures_and_jit_vmap_grad_consistency(getkey):
     a = jax.random.uniform(getkey(), (4,), minval=-1, maxval=1)
     W = jax.random.normal(getkey(), (4, 2))
