@@ -56,16 +56,16 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
 
     if variant == "tiny":
         config.data.max_bytes = 200_000
-        config.data.seq_len = 48
+        config.data.seq_len = 32
         config.data.val_windows = 8
         config.model.width = 16
         config.model.depth = 1
         config.model.num_heads = 2
-        config.train.steps = 30
+        config.train.steps = 20
         config.train.batch_size = 4
         config.train.log_every = 5
-        config.train.eval_every = 15
-        config.train.checkpoint_every = 15
+        config.train.eval_every = 0  # evaluated once, at the end
+        config.train.checkpoint_every = 0  # saved once, at the end
         config.train.progress = False
         config.optimizer.warmup_steps = 5
     elif variant is not None:

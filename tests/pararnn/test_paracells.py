@@ -25,9 +25,9 @@ def head_matrices(B):
     ]
 
 
-def test_paragru_step_matches_numpy_equations(getkey):
+def test_paragru_step_matches_numpy_equations(getkey, rng):
     cell = ParaGRU(6, 4, num_heads=2, key=getkey())
-    cell = eqx.tree_at(lambda c: c.b, cell, jax.random.normal(getkey(), (3, 4)))
+    cell = eqx.tree_at(lambda c: c.b, cell, rng.normal(size=(3, 4)))
     x, h = np.random.default_rng(0).normal(size=(2, 6)), np.random.default_rng(1).normal(size=4)
     (a_z, a_r, a_h), (b_z, b_r, b_h) = np.asarray(cell.A), np.asarray(cell.b)
     B_z, B_r, B_h = head_matrices(cell.B)
@@ -41,10 +41,10 @@ def test_paragru_step_matches_numpy_equations(getkey):
     np.testing.assert_allclose(us[1], cell.project(jnp.asarray(x[1:]))[0], rtol=1e-14)
 
 
-def test_paragru_jacobian_is_the_papers_formula(getkey):
+def test_paragru_jacobian_is_the_papers_formula(getkey, rng):
     cell = ParaGRU(4, 5, key=getkey())
-    h = jax.random.normal(getkey(), (5,))
-    u = cell.project(jax.random.normal(getkey(), (1, 4)))[0]
+    h = rng.normal(size=(5,))
+    u = cell.project(rng.normal(size=(1, 4)))[0]
     _, diag = value_and_jacobian(parse_structure("diagonal"), lambda v: cell.step(v, u), h)
     A, h_, u_ = np.asarray(cell.A), np.asarray(h), np.asarray(u)
     z, r = sigmoid(A[0] * h_ + u_[0]), sigmoid(A[1] * h_ + u_[1])
@@ -57,9 +57,8 @@ def test_paragru_jacobian_is_the_papers_formula(getkey):
     np.testing.assert_allclose(diag, expected, rtol=1e-13)
 
 
-def test_paralstm_step_matches_numpy_equations(getkey):
+def test_paralstm_step_matches_numpy_equations(getkey, rng):
     cell = ParaLSTM(4, 6, num_heads=2, key=getkey())
-    rng = np.random.default_rng(2)
     x, c, h = rng.normal(size=4), rng.normal(size=6), rng.normal(size=6)
     (a_f, a_o, a_c), (p_f, p_o) = np.asarray(cell.A), np.asarray(cell.C)
     b_f, b_o, b_c = np.asarray(cell.b)
@@ -73,7 +72,7 @@ def test_paralstm_step_matches_numpy_equations(getkey):
     np.testing.assert_array_equal(cell.readout(out[None]), out[None, 6:])
 
 
-def test_dense_cells_match_equinox(getkey):
+def test_dense_cells_match_equinox(getkey, rng):
     gru = GRU(3, 4, key=getkey())
     reference = eqx.nn.GRUCell(3, 4, key=getkey())
     reference = eqx.tree_at(
@@ -81,7 +80,7 @@ def test_dense_cells_match_equinox(getkey):
         reference,
         (gru.weight_ih, gru.weight_hh, gru.bias, gru.bias_n),
     )
-    x, h = jax.random.normal(getkey(), (3,)), jax.random.normal(getkey(), (4,))
+    x, h = rng.normal(size=(3,)), rng.normal(size=(4,))
     np.testing.assert_allclose(gru(h, x), reference(x, h), rtol=1e-14)
 
     lstm = LSTM(3, 4, key=getkey())
@@ -91,7 +90,7 @@ def test_dense_cells_match_equinox(getkey):
         reference,
         (lstm.weight_ih, lstm.weight_hh, lstm.bias),
     )
-    c = jax.random.normal(getkey(), (4,))
+    c = rng.normal(size=(4,))
     h_new, c_new = reference(x, (h, c))
     np.testing.assert_allclose(lstm(jnp.concatenate([c, h]), x), jnp.concatenate([c_new, h_new]))
 
@@ -117,10 +116,10 @@ CELLS = {
 
 
 @pytest.mark.parametrize("name", list(CELLS))
-def test_declared_structures_are_true_and_lies_are_caught(name, getkey):
+def test_declared_structures_are_true_and_lies_are_caught(name, getkey, rng):
     cell = CELLS[name](getkey())
-    hs = jax.random.normal(getkey(), (4, cell.state_size))
-    us = cell.project(jax.random.normal(getkey(), (4, 4)))
+    hs = rng.normal(size=(4, cell.state_size))
+    us = cell.project(rng.normal(size=(4, 4)))
     assert check_structure(cell.step, hs, us, cell.structure) < 1e-12
     # the structured Jacobian, made dense, is the full Jacobian
     _, jac = value_and_jacobian(
@@ -137,13 +136,13 @@ def test_declared_structures_are_true_and_lies_are_caught(name, getkey):
             check_structure(cell.step, hs, us, "diagonal")
 
 
-def test_weak_coupling_is_caught(getkey):
-    coupling = 1e-4 * jax.random.normal(getkey(), (4, 4))
+def test_weak_coupling_is_caught(rng):
+    coupling = 1e-4 * rng.normal(size=(4, 4))
 
     def nearly_diagonal(h, x):
         return jnp.tanh(0.5 * h + coupling @ h + x)
 
-    hs, xs = jax.random.normal(getkey(), (2, 4)), jax.random.normal(getkey(), (2, 4))
+    hs, xs = rng.normal(size=(2, 4)), rng.normal(size=(2, 4))
     with pytest.raises(ValueError, match="not diagonal"):
         check_structure(nearly_diagonal, hs, xs, "diagonal")
     with pytest.raises(ValueError, match=r"not block\(2\)"):
