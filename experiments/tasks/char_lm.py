@@ -113,7 +113,7 @@ def run(config, workdir: Path) -> dict:
             metrics["newton_fallbacks"] = sum(jnp.sum(d.fallback) for d in layers)
         return metrics
 
-    optimizer = make_optimizer(config.get("optimizer"))
+    optimizer = make_optimizer(config.optimizer.to_dict())
     summary: dict = {"n_params": count_params(model), **corpus_info}
     curves = {}
     for mode in MODES:

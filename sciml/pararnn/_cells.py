@@ -21,6 +21,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 
@@ -43,9 +44,9 @@ class AbstractCell(eqx.Module):
         """Size of the recurrent state (`hidden_size` unless overridden)."""
         return self.hidden_size
 
-    def project(self, xs: Float[Array, "length input"]) -> Array:
+    def project(self, xs: Float[Array | np.ndarray, "length input"]) -> Array:
         """Input-only part of every step, for all steps at once: `(length, ...)`."""
-        return xs
+        return jnp.asarray(xs)
 
     @abc.abstractmethod
     def step(self, h: Float[Array, " state"], u: Array) -> Float[Array, " state"]:
@@ -55,9 +56,11 @@ class AbstractCell(eqx.Module):
         """Layer outputs from the states."""
         return states
 
-    def __call__(self, h: Float[Array, " state"], x: Float[Array, " input"]) -> Array:
+    def __call__(
+        self, h: Float[Array | np.ndarray, " state"], x: Float[Array | np.ndarray, " input"]
+    ) -> Array:
         """One step from a raw input `x` of shape `(input_size,)`."""
-        return self.step(h, self.project(x[None])[0])
+        return self.step(jnp.asarray(h), self.project(jnp.asarray(x)[None])[0])
 
 
 def _check_sizes(input_size, hidden_size, num_heads):
@@ -146,8 +149,10 @@ class ParaGRU(AbstractCell):
         self.A, self.B, self.b, _ = _para_init(key, input_size, hidden_size, num_heads, dtype, 3)
         self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
 
-    def project(self, xs: Float[Array, "length input"]) -> Float[Array, "length 3 hidden"]:
-        return _head_projection(self.B, self.b, xs)
+    def project(
+        self, xs: Float[Array | np.ndarray, "length input"]
+    ) -> Float[Array, "length 3 hidden"]:
+        return _head_projection(self.B, self.b, jnp.asarray(xs))
 
     def step(self, h: Float[Array, " hidden"], u: Float[Array, "3 hidden"]) -> Array:
         z = jax.nn.sigmoid(self.A[0] * h + u[0])
@@ -204,8 +209,10 @@ class ParaLSTM(AbstractCell):
     def state_size(self) -> int:
         return 2 * self.hidden_size
 
-    def project(self, xs: Float[Array, "length input"]) -> Float[Array, "length 3 hidden"]:
-        return _head_projection(self.B, self.b, xs)
+    def project(
+        self, xs: Float[Array | np.ndarray, "length input"]
+    ) -> Float[Array, "length 3 hidden"]:
+        return _head_projection(self.B, self.b, jnp.asarray(xs))
 
     def step(self, s: Float[Array, " state"], u: Float[Array, "3 hidden"]) -> Array:
         c, h = jnp.split(s, 2)
@@ -235,9 +242,9 @@ class GRU(AbstractCell):
     """
 
     structure: ClassVar[str] = "dense"
-    weight_ih: Float[Array, "3*hidden input"]
-    weight_hh: Float[Array, "3*hidden hidden"]
-    bias: Float[Array, " 3*hidden"]
+    weight_ih: Float[Array, "gate_rows input"]
+    weight_hh: Float[Array, "gate_rows hidden"]
+    bias: Float[Array, " gate_rows"]
     bias_n: Float[Array, " hidden"]
     input_size: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
@@ -252,10 +259,12 @@ class GRU(AbstractCell):
         self.bias_n = _dense_init(k4, (hidden_size,), dtype, hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
 
-    def project(self, xs: Float[Array, "length input"]) -> Float[Array, "length 3*hidden"]:
-        return xs @ self.weight_ih.T + self.bias
+    def project(
+        self, xs: Float[Array | np.ndarray, "length input"]
+    ) -> Float[Array, "length gate_rows"]:
+        return jnp.asarray(xs) @ self.weight_ih.T + self.bias
 
-    def step(self, h: Float[Array, " hidden"], u: Float[Array, " 3*hidden"]) -> Array:
+    def step(self, h: Float[Array, " hidden"], u: Float[Array, " gate_rows"]) -> Array:
         ur, uz, un = jnp.split(u, 3)
         hr, hz, hn = jnp.split(self.weight_hh @ h, 3)
         reset = jax.nn.sigmoid(ur + hr)
@@ -275,9 +284,9 @@ class LSTM(AbstractCell):
     """
 
     structure: ClassVar[str] = "dense"
-    weight_ih: Float[Array, "4*hidden input"]
-    weight_hh: Float[Array, "4*hidden hidden"]
-    bias: Float[Array, " 4*hidden"]
+    weight_ih: Float[Array, "gate_rows input"]
+    weight_hh: Float[Array, "gate_rows hidden"]
+    bias: Float[Array, " gate_rows"]
     input_size: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
 
@@ -294,10 +303,12 @@ class LSTM(AbstractCell):
     def state_size(self) -> int:
         return 2 * self.hidden_size
 
-    def project(self, xs: Float[Array, "length input"]) -> Float[Array, "length 4*hidden"]:
-        return xs @ self.weight_ih.T + self.bias
+    def project(
+        self, xs: Float[Array | np.ndarray, "length input"]
+    ) -> Float[Array, "length gate_rows"]:
+        return jnp.asarray(xs) @ self.weight_ih.T + self.bias
 
-    def step(self, s: Float[Array, " state"], u: Float[Array, " 4*hidden"]) -> Array:
+    def step(self, s: Float[Array, " state"], u: Float[Array, " gate_rows"]) -> Array:
         c, h = jnp.split(s, 2)
         i, f, g, o = jnp.split(u + self.weight_hh @ h, 4)
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)

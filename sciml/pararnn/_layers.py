@@ -9,6 +9,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ._cells import GRU, LSTM, AbstractCell, ParaGRU, ParaLSTM
@@ -162,7 +163,9 @@ class RNN(eqx.Module):
         return us, h0
 
     def solve(
-        self, xs: Float[Array, "length input"], h0: Float[Array, " state"] | None = None
+        self,
+        xs: Float[Array | np.ndarray, "length input"],
+        h0: Float[Array | np.ndarray, " state"] | None = None,
     ) -> tuple[Float[Array, "length state"], NewtonDiagnostics | None]:
         """The states of the recurrence and, in Newton mode, the solver diagnostics.
 
@@ -186,8 +189,8 @@ class RNN(eqx.Module):
 
     def __call__(
         self,
-        xs: Float[Array, "length input"],
-        h0: Float[Array, " state"] | None = None,
+        xs: Float[Array | np.ndarray, "length input"],
+        h0: Float[Array | np.ndarray, " state"] | None = None,
         *,
         key: PRNGKeyArray | None = None,
     ) -> Float[Array, "length hidden"]:
@@ -340,7 +343,7 @@ class RNNModel(eqx.Module):
         )
 
     def solve(
-        self, xs: Int[Array, " length"] | Float[Array, "length input"]
+        self, xs: Int[Array | np.ndarray, " length"] | Float[Array | np.ndarray, "length input"]
     ) -> tuple[Float[Array, "length output"], tuple[NewtonDiagnostics | None, ...]]:
         """The outputs and the per-layer Newton diagnostics (`None` for sequential layers)."""
         expected = 1 if self.tokens else 2
@@ -355,7 +358,7 @@ class RNNModel(eqx.Module):
         return _pointwise(self.head, _pointwise(self.norm, hs)), tuple(diagnostics)
 
     def __call__(
-        self, xs: Int[Array, " length"] | Float[Array, "length input"]
+        self, xs: Int[Array | np.ndarray, " length"] | Float[Array | np.ndarray, "length input"]
     ) -> Float[Array, "length output"]:
         """Outputs `(length, output_size)` for tokens `(length,)` or features `(length, input)`."""
         return self.solve(xs)[0]

@@ -171,7 +171,15 @@ def test_k_iterations_make_the_first_k_states_exact(rng):
     reference = sequential_solve(cell, h0, xs)
     for k in (1, 2, 3):
         hs, d = newton_solve(
-            cell, h0, xs, max_iter=k, fallback="none", throw=False, guess="zeros", rtol=0, atol=0
+            cell,
+            h0,
+            xs,
+            max_iter=k,
+            fallback="none",
+            throw=False,
+            guess="zeros",
+            rtol=0.0,
+            atol=0.0,
         )
         assert int(d.iterations) == k
         np.testing.assert_allclose(hs[:k], reference[:k], rtol=1e-10, atol=1e-12)

@@ -27,7 +27,7 @@ def head_matrices(B):
 
 def test_paragru_step_matches_numpy_equations(getkey, rng):
     cell = ParaGRU(6, 4, num_heads=2, key=getkey())
-    cell = eqx.tree_at(lambda c: c.b, cell, rng.normal(size=(3, 4)))
+    cell = eqx.tree_at(lambda c: c.b, cell, jnp.asarray(rng.normal(size=(3, 4))))
     x, h = np.random.default_rng(0).normal(size=(2, 6)), np.random.default_rng(1).normal(size=4)
     (a_z, a_r, a_h), (b_z, b_r, b_h) = np.asarray(cell.A), np.asarray(cell.b)
     B_z, B_r, B_h = head_matrices(cell.B)
@@ -43,7 +43,7 @@ def test_paragru_step_matches_numpy_equations(getkey, rng):
 
 def test_paragru_jacobian_is_the_papers_formula(getkey, rng):
     cell = ParaGRU(4, 5, key=getkey())
-    h = rng.normal(size=(5,))
+    h = jnp.asarray(rng.normal(size=(5,)))
     u = cell.project(rng.normal(size=(1, 4)))[0]
     _, diag = value_and_jacobian(parse_structure("diagonal"), lambda v: cell.step(v, u), h)
     A, h_, u_ = np.asarray(cell.A), np.asarray(h), np.asarray(u)
@@ -118,7 +118,7 @@ CELLS = {
 @pytest.mark.parametrize("name", list(CELLS))
 def test_declared_structures_are_true_and_lies_are_caught(name, getkey, rng):
     cell = CELLS[name](getkey())
-    hs = rng.normal(size=(4, cell.state_size))
+    hs = jnp.asarray(rng.normal(size=(4, cell.state_size)))
     us = cell.project(rng.normal(size=(4, 4)))
     assert check_structure(cell.step, hs, us, cell.structure) < 1e-12
     # the structured Jacobian, made dense, is the full Jacobian
