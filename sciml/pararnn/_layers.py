@@ -243,7 +243,8 @@ class RNNBlock(eqx.Module):
                 "A residual block needs cell.input_size == cell.hidden_size; got "
                 f"{width} and {rnn.cell.hidden_size}."
             )
-        dtype = jax.eval_shape(rnn.cell.project, jnp.zeros((1, width))).dtype
+        params = jax.tree_util.tree_leaves(eqx.filter(rnn.cell, eqx.is_inexact_array))
+        dtype = jnp.result_type(*params) if params else jnp.zeros(()).dtype
         k1, k2 = jax.random.split(key)
         self.norm1 = eqx.nn.LayerNorm(width, dtype=dtype)
         self.rnn = rnn

@@ -26,6 +26,7 @@ from ._elk import kalman_filter_means
 from ._linear import METHODS, linear_recurrence
 from ._structure import (
     DIAGONAL,
+    Structure,
     diagonal,
     jacobian_shape,
     parse_structure,
@@ -89,7 +90,7 @@ def default_tolerance(dtype) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class _Options:
-    structure: Any
+    structure: Structure
     max_iter: int
     rtol: float
     atol: float
