@@ -48,12 +48,20 @@ def make_cell(name, key, rng, dtype=jnp.float64):
     return cell, cell.structure, cell.state_size, 4
 
 
-def inputs(cell, name, rng, length, dtype=jnp.float64):
-    """`(fn, us)`: the step function and its (projected) inputs."""
-    x = jnp.asarray(rng.normal(size=(length, 5 if name == "user-dense" else 4)), dtype)
+def step_and_inputs(cell, name, x):
+    """`(fn, us)`: the step function and the inputs it takes, for raw inputs `(..., T, input)`."""
     if name == "user-dense":
-        return cell, x[:, :3]
-    return cell.step, cell.project(x)
+        return cell, x
+    project = cell.project
+    for _ in range(x.ndim - 2):
+        project = jax.vmap(project)
+    return cell.step, project(x)
+
+
+def inputs(cell, name, rng, length, dtype=jnp.float64):
+    """`(fn, us)` for `length` random input steps."""
+    size = 3 if name == "user-dense" else 4
+    return step_and_inputs(cell, name, jnp.asarray(rng.normal(size=(length, size)), dtype))
 
 
 NAMES = ["ParaGRU", "ParaLSTM", "GRU", "LSTM", "user-dense"]
@@ -62,7 +70,7 @@ NAMES = ["ParaGRU", "ParaLSTM", "GRU", "LSTM", "user-dense"]
 @pytest.mark.parametrize("name", NAMES)
 def test_newton_equals_sequential_float64_with_gradients_under_vmap(name, getkey, rng):
     cell, structure, n, _ = make_cell(name, getkey(), rng)
-    x = rng.normal(size=(3, 97, 5 if name == "user-dense" else 4))  # 97: odd length
+    x = rng.normal(size=(3, 97, 3 if name == "user-dense" else 4))  # 97: odd length
     h0s = 0.5 * rng.normal(size=(3, n))
     weights = rng.normal(size=(3, 97, n))
 
@@ -73,10 +81,7 @@ def test_newton_equals_sequential_float64_with_gradients_under_vmap(name, getkey
         return sequential_solve(fn, h0, us), None
 
     def loss(cell, x, h0s, solver):
-        if name == "user-dense":
-            fn, us = cell, x[..., :3]
-        else:
-            fn, us = cell.step, jax.vmap(cell.project)(x)
+        fn, us = step_and_inputs(cell, name, x)
         hs, diagnostics = jax.vmap(lambda h0, u: solver(fn, h0, u))(h0s, us)
         return jnp.sum(weights * jnp.sin(hs)), (hs, diagnostics)
 
