@@ -55,11 +55,10 @@ def load_corpus(max_bytes: int) -> tuple[np.ndarray, dict]:
     return np.frombuffer(text, dtype=np.uint8).astype(np.int32), info
 
 
-def cross_entropy(model, tokens):
-    """Mean next-byte cross-entropy (nats) of a batch `(batch, seq_len + 1)`."""
-    logits = jax.vmap(model)(tokens[:, :-1])
+def cross_entropy(logits, targets):
+    """Mean cross-entropy (nats) of `logits (..., 256)` for the bytes `targets (...)`."""
     logp = jax.nn.log_softmax(logits.astype(jnp.float32))
-    return -jnp.mean(jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1))
+    return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
 
 
 def run(config, workdir: Path) -> dict:
@@ -97,14 +96,14 @@ def run(config, workdir: Path) -> dict:
         return jax.vmap(lambda o: jax.lax.dynamic_slice(train, (o,), (seq_len + 1,)))(offsets)
 
     def loss_fn(model, batch, key):
-        loss = cross_entropy(model, batch)
+        loss = cross_entropy(jax.vmap(model)(batch[:, :-1]), batch[:, 1:])
         return loss, {"bpc": loss / math.log(2)}
 
     @eqx.filter_jit
     def evaluate(model):
-        loss = cross_entropy(model, val_batch)
+        logits, diagnostics = jax.vmap(model.solve)(val_batch[:, :-1])
+        loss = cross_entropy(logits, val_batch[:, 1:])
         metrics = {"val_loss": loss, "val_bpc": loss / math.log(2)}
-        _, diagnostics = jax.vmap(model.solve)(val_batch[:, :-1])
         layers = [d for d in diagnostics if d is not None]
         if layers:
             iterations = jnp.stack([d.iterations for d in layers])
