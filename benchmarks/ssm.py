@@ -21,7 +21,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from benchmarks._common import emit, environment, peak_memory_bytes, time_fn
+from benchmarks._common import emit, environment, time_fn
+from sciml.training import peak_memory_bytes
 from sciml.ssm import S4D, S5
 
 

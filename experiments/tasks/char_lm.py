@@ -1,0 +1,167 @@
+"""Character-level language model, trained with sequential and with Newton-parallel RNN layers.
+
+The corpus is the source of the running interpreter's standard library (its
+top-level `*.py` files, sorted by name, read as bytes: 256 symbols), so it is
+available offline; `summary.json` records its size and hash because it changes
+with the Python version. The last `val_fraction` of the bytes is held out.
+
+A residual [`RNNModel`][sciml.pararnn.RNNModel] is trained twice from the same
+initial parameters on the same batches: once with every recurrent layer in
+`"sequential"` mode (a `lax.scan`), once in `"newton"` mode (Newton's method
+with the implicit-function backward pass). Both runs go through
+`sciml.training.fit` in `workdir/<mode>/`; the summary compares their learning
+curves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sysconfig
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from experiments.common import count_params, fingerprint, train_kwargs
+from sciml.pararnn import RNNModel
+from sciml.training import fit, make_optimizer, read_metrics
+
+
+MODES = ("sequential", "newton")
+
+
+def load_corpus(max_bytes: int) -> tuple[np.ndarray, dict]:
+    """The standard library's top-level `*.py` files as one byte array (at most `max_bytes`)."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(stdlib.glob("*.py"))
+    chunks, total = [], 0
+    for file in files:
+        if total >= max_bytes:
+            break
+        data = file.read_bytes() + b"\n"
+        chunks.append(data)
+        total += len(data)
+    text = b"".join(chunks)[:max_bytes]
+    info = {
+        "corpus_bytes": len(text),
+        "corpus_files": len(chunks),
+        "corpus_sha256": hashlib.sha256(text).hexdigest()[:16],
+        "corpus_dir": stdlib.name,
+    }
+    return np.frombuffer(text, dtype=np.uint8).astype(np.int32), info
+
+
+def cross_entropy(logits, targets):
+    """Mean cross-entropy (nats) of `logits (..., 256)` for the bytes `targets (...)`."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32))
+    return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
+
+
+def run(config, workdir: Path) -> dict:
+    data, model_cfg = config.data, config.model
+    corpus, corpus_info = load_corpus(int(data.max_bytes))
+    seq_len = int(data.seq_len)
+    split = int(len(corpus) * (1 - float(data.val_fraction)))
+    train, val = jnp.asarray(corpus[:split]), corpus[split:]
+    if split < 2 * (seq_len + 1) or len(val) < seq_len + 1:
+        raise ValueError(
+            f"data.max_bytes={data.max_bytes} gives too little text for data.seq_len={seq_len}."
+        )
+    starts = np.linspace(0, len(val) - seq_len - 1, int(data.val_windows)).astype(int)
+    val_batch = jnp.asarray(np.stack([val[s : s + seq_len + 1] for s in starts]))
+
+    model_key, train_key = jax.random.split(jax.random.key(int(config.seed)))
+    model = RNNModel(
+        256,
+        256,
+        int(model_cfg.width),
+        int(model_cfg.depth),
+        cell=str(model_cfg.cell),
+        num_heads=int(model_cfg.num_heads),
+        mlp_ratio=int(model_cfg.mlp_ratio),
+        tokens=True,
+        dtype=jnp.dtype(str(model_cfg.dtype)),
+        key=model_key,
+        **config.newton.to_dict(),
+    )
+    batch_size = int(config.train.batch_size)
+
+    @jax.jit
+    def batch_fn(step, key):
+        offsets = jax.random.randint(key, (batch_size,), 0, train.shape[0] - seq_len - 1)
+        return jax.vmap(lambda o: jax.lax.dynamic_slice(train, (o,), (seq_len + 1,)))(offsets)
+
+    def loss_fn(model, batch, key):
+        loss = cross_entropy(jax.vmap(model)(batch[:, :-1]), batch[:, 1:])
+        return loss, {"bpc": loss / math.log(2)}
+
+    @eqx.filter_jit
+    def evaluate(model):
+        logits, diagnostics = jax.vmap(model.solve)(val_batch[:, :-1])
+        loss = cross_entropy(logits, val_batch[:, 1:])
+        metrics = {"val_loss": loss, "val_bpc": loss / math.log(2)}
+        layers = [d for d in diagnostics if d is not None]
+        if layers:
+            iterations = jnp.stack([d.iterations for d in layers])
+            metrics["newton_iterations_max"] = jnp.max(iterations)
+            metrics["newton_iterations_mean"] = jnp.mean(iterations)
+            metrics["newton_fallbacks"] = sum(jnp.sum(d.fallback) for d in layers)
+        return metrics
+
+    optimizer = make_optimizer(config.optimizer.to_dict())
+    summary: dict = {"n_params": count_params(model), **corpus_info}
+    curves = {}
+    for mode in MODES:
+        start = time.perf_counter()
+        result = fit(
+            model.with_mode(mode),
+            loss_fn,
+            batch_fn,
+            optimizer=optimizer,
+            key=train_key,
+            workdir=workdir / mode,
+            eval_fn=evaluate,
+            fingerprint={**fingerprint(config), "mode": mode},
+            description=f"{config.name} ({mode})",
+            **train_kwargs(config),
+        )
+        summary[f"train_seconds_{mode}"] = time.perf_counter() - start
+        summary[f"final_loss_{mode}"] = result.metrics["loss"]
+        for key, value in result.metrics.items():
+            if key.startswith("eval_"):
+                name = key[len("eval_") :]
+                summary[name if name.startswith("newton_") else f"{name}_{mode}"] = value
+        train_log = [
+            m for m in read_metrics(workdir / mode / "metrics.jsonl") if m["split"] == "train"
+        ]
+        curves[mode] = {int(m["step"]): float(m["loss"]) for m in train_log}
+    summary["steps"] = result.step
+    common = sorted(set(curves["sequential"]) & set(curves["newton"]))
+    summary["max_abs_loss_difference"] = max(
+        (abs(curves["sequential"][s] - curves["newton"][s]) for s in common), default=None
+    )
+    plot_curves(curves, workdir / "plots")
+    return summary
+
+
+def plot_curves(curves: dict[str, dict[int, float]], plot_dir: Path) -> None:
+    """Both training-loss curves, and their difference, to `plot_dir/learning_curves.png`."""
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True, height_ratios=(3, 1))
+    for mode, style in zip(MODES, ("-", "--")):
+        steps = sorted(curves[mode])
+        top.plot(steps, [curves[mode][s] / math.log(2) for s in steps], style, label=mode)
+    top.set(ylabel="training loss (bits / byte)")
+    top.legend()
+    common = sorted(set(curves["sequential"]) & set(curves["newton"]))
+    bottom.plot(common, [curves["newton"][s] - curves["sequential"][s] for s in common], "k.-")
+    bottom.set(xlabel="step", ylabel="newton − sequential\n(nats)")
+    fig.tight_layout()
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    fig.savefig(plot_dir / "learning_curves.png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,355 @@
+"""Newton evaluation against the sequential `lax.scan`: values, gradients, fallbacks, bad input."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sciml.pararnn import (
+    GRU,
+    LSTM,
+    RESULTS,
+    ParaGRU,
+    ParaLSTM,
+    kalman_filter_means,
+    newton_solve,
+    sequential_solve,
+)
+
+
+class DenseTanh(eqx.Module):
+    """A user cell written from scratch: h' = tanh(W h + U x + b), dense Jacobian."""
+
+    W: jax.Array
+    U: jax.Array
+    b: jax.Array
+
+    def __call__(self, h, x):
+        return jnp.tanh(self.W @ h + self.U @ x + self.b)
+
+
+def dense_tanh(rng, n=5, m=3, scale=0.5):
+    return DenseTanh(
+        jnp.asarray(scale * rng.normal(size=(n, n)) / np.sqrt(n)),
+        jnp.asarray(rng.normal(size=(n, m))),
+        jnp.asarray(0.1 * rng.normal(size=n)),
+    )
+
+
+def make_cell(name, key, rng, dtype=jnp.float64):
+    """`(cell, structure, state size, input size)`."""
+    if name == "user-dense":
+        cell = jax.tree_util.tree_map(lambda a: a.astype(dtype), dense_tanh(rng))
+        return cell, "dense", 5, 3
+    cls = {"ParaGRU": ParaGRU, "ParaLSTM": ParaLSTM, "GRU": GRU, "LSTM": LSTM}[name]
+    kwargs = {"num_heads": 2} if name.startswith("Para") else {}
+    cell = cls(4, 6, key=key, dtype=dtype, **kwargs)
+    return cell, cell.structure, cell.state_size, 4
+
+
+def step_and_inputs(cell, name, x):
+    """`(fn, us)`: the step function and the inputs it takes, for raw inputs `(..., T, input)`."""
+    if name == "user-dense":
+        return cell, x
+    project = cell.project
+    for _ in range(x.ndim - 2):
+        project = jax.vmap(project)
+    return cell.step, project(x)
+
+
+def inputs(cell, name, rng, length, dtype=jnp.float64):
+    """`(fn, us)` for `length` random input steps."""
+    size = 3 if name == "user-dense" else 4
+    return step_and_inputs(cell, name, jnp.asarray(rng.normal(size=(length, size)), dtype))
+
+
+NAMES = ["ParaGRU", "ParaLSTM", "GRU", "LSTM", "user-dense"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_newton_equals_sequential_float64_with_gradients_under_vmap(name, getkey, rng):
+    cell, structure, n, _ = make_cell(name, getkey(), rng)
+    x = rng.normal(size=(3, 97, 3 if name == "user-dense" else 4))  # 97: odd length
+    h0s = 0.5 * rng.normal(size=(3, n))
+    weights = rng.normal(size=(3, 97, n))
+
+    def newton(fn, h0, us):
+        return newton_solve(fn, h0, us, structure=structure)
+
+    def sequential(fn, h0, us):
+        return sequential_solve(fn, h0, us), None
+
+    def loss(cell, x, h0s, solver):
+        fn, us = step_and_inputs(cell, name, x)
+        hs, diagnostics = jax.vmap(lambda h0, u: solver(fn, h0, u))(h0s, us)
+        return jnp.sum(weights * jnp.sin(hs)), (hs, diagnostics)
+
+    @eqx.filter_jit
+    def run(cell, x, h0s, solver):
+        return jax.grad(loss, argnums=(0, 1, 2), has_aux=True)(cell, x, h0s, solver)
+
+    grads, (hs, diagnostics) = run(cell, x, h0s, newton)
+    expected_grads, (expected, _) = run(cell, x, h0s, sequential)
+    np.testing.assert_allclose(hs, expected, rtol=1e-11, atol=1e-11)
+    assert bool(jnp.all(diagnostics.newton_converged)) and not bool(jnp.any(diagnostics.fallback))
+    assert bool(jnp.all(diagnostics.result == RESULTS.successful))
+    assert 1 <= int(jnp.max(diagnostics.iterations)) <= 8
+    assert float(jnp.max(diagnostics.residual)) <= 1e-12
+    # gradients with respect to parameters, inputs and h0: relative error <= 1e-5
+    leaves = zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(expected_grads))
+    for a, b in leaves:
+        assert float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) <= 1e-5
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_newton_equals_sequential_float32(name, getkey, rng):
+    cell, structure, n, _ = make_cell(name, getkey(), rng, dtype=jnp.float32)
+    fn, us = inputs(cell, name, rng, 1000, dtype=jnp.float32)
+    h0 = jnp.zeros(n, jnp.float32)
+    hs, diagnostics = jax.jit(lambda u: newton_solve(fn, h0, u, structure=structure))(us)
+    reference = jax.jit(lambda u: sequential_solve(fn, h0, u))(us)
+    assert hs.dtype == jnp.float32 and bool(diagnostics.newton_converged)
+    np.testing.assert_allclose(hs, reference, rtol=1e-4, atol=2e-5)
+
+
+def test_every_linear_method_inside_newton_and_its_backward(getkey, rng):
+    # the accelerator default is "scan"; on CPU "auto" means "sequential"
+    cell, structure, n, _ = make_cell("ParaGRU", getkey(), rng)
+    fn, us = inputs(cell, "ParaGRU", rng, 70)
+    h0 = rng.normal(size=(n,))
+
+    def loss(us, method):
+        hs = newton_solve(fn, h0, us, structure=structure, method=method, chunk_size=8)[0]
+        return jnp.sum(jnp.sin(hs))
+
+    @jax.jit
+    def all_methods(us):
+        return {m: jax.value_and_grad(loss)(us, m) for m in ("scan", "chunked")}
+
+    expected = jax.value_and_grad(lambda us: jnp.sum(jnp.sin(sequential_solve(fn, h0, us))))(us)
+    for method, (value, grad) in all_methods(us).items():
+        np.testing.assert_allclose(value, expected[0], rtol=1e-12, err_msg=method)
+        np.testing.assert_allclose(grad, expected[1], rtol=1e-9, atol=1e-12, err_msg=method)
+
+
+def test_gradients_through_closures_and_jit_vmap_grad_consistency(rng):
+    a = rng.uniform(-1, 1, (4,))
+    W = rng.normal(size=(4, 2))
+    xs = rng.normal(size=(2, 30, 2))
+
+    def loss(a, xs, solver):
+        def cell(h, x):  # parameters enter through the closure
+            return jnp.tanh(a * h + W @ x)
+
+        hs = jax.vmap(lambda x: solver(cell, jnp.zeros(4), x))(xs)
+        return jnp.sum(hs**2)
+
+    def newton(fn, h0, xs):
+        return newton_solve(fn, h0, xs, structure="diagonal")[0]
+
+    jitted = jax.jit(jax.grad(loss), static_argnums=2)(a, xs, newton)
+    expected = jax.jit(jax.grad(loss), static_argnums=2)(a, xs, sequential_solve)
+    np.testing.assert_allclose(jitted, expected, rtol=1e-10)
+    # vmap consistency: the batched solve equals one solve per sequence
+    cell = lambda h, x: jnp.tanh(a * h + W @ x)  # noqa: E731
+    solve = jax.jit(lambda xs: newton_solve(cell, jnp.zeros(4), xs, structure="diagonal")[0])
+    batched = jax.jit(jax.vmap(solve))(xs)
+    np.testing.assert_allclose(batched[1], solve(xs[1]), rtol=1e-13, atol=1e-15)
+
+
+def test_linear_cell_converges_in_one_iteration(rng):
+    a = rng.uniform(-1.5, 1.5, (200, 3))  # |a| > 1 included
+    b = rng.normal(size=(200, 3))
+    hs, d = newton_solve(lambda h, ab: ab[0] * h + ab[1], jnp.ones(3), (a, b), structure="diagonal")
+    assert int(d.iterations) == 1 and bool(d.newton_converged)
+    np.testing.assert_allclose(
+        hs, sequential_solve(lambda h, ab: ab[0] * h + ab[1], jnp.ones(3), (a, b))
+    )
+
+
+def test_k_iterations_make_the_first_k_states_exact(rng):
+    # (the best iterate is returned; on this cell each iteration lowers the residual)
+    cell = dense_tanh(rng, scale=1.5)
+    xs = rng.normal(size=(40, 3))
+    h0 = jnp.zeros(5)
+    reference = sequential_solve(cell, h0, xs)
+    for k in (1, 2, 3):
+        hs, d = newton_solve(
+            cell,
+            h0,
+            xs,
+            max_iter=k,
+            fallback="none",
+            throw=False,
+            guess="zeros",
+            rtol=0.0,
+            atol=0.0,
+        )
+        assert int(d.iterations) == k
+        np.testing.assert_allclose(hs[:k], reference[:k], rtol=1e-10, atol=1e-12)
+
+
+def test_initial_guesses_and_windows_reach_the_same_solution(getkey, rng):
+    cell, structure, n, _ = make_cell("ParaLSTM", getkey(), rng)
+    fn, us = inputs(cell, "ParaLSTM", rng, 150)
+    h0 = 0.3 * rng.normal(size=(n,))
+    reference = sequential_solve(fn, h0, us)
+    guesses = ("zeros", "h0", reference + 1e-3)
+
+    @jax.jit
+    def solve(h0, us):
+        results = [newton_solve(fn, h0, us, structure=structure, guess=g) for g in guesses]
+        windowed = newton_solve(fn, h0, us, structure=structure, window=64)  # 64 + 64 + 22
+        return results, windowed
+
+    results, (windowed, d_windowed) = solve(h0, us)
+    for hs, d in results:
+        np.testing.assert_allclose(hs, reference, rtol=1e-11, atol=1e-11)
+        assert bool(d.newton_converged)
+    np.testing.assert_allclose(windowed, reference, rtol=1e-11, atol=1e-11)
+    assert bool(d_windowed.newton_converged) and int(d_windowed.iterations) >= 1
+
+
+def test_quasi_newton_reaches_the_newton_solution_with_more_iterations(rng):
+    cell = dense_tanh(rng, scale=0.3)
+    xs, h0 = rng.normal(size=(120, 3)), jnp.zeros(5)
+    exact, d_exact = newton_solve(cell, h0, xs)
+    quasi, d_quasi = newton_solve(cell, h0, xs, quasi=True, max_iter=100)
+    np.testing.assert_allclose(quasi, exact, rtol=1e-11, atol=1e-11)
+    assert bool(d_quasi.newton_converged) and int(d_quasi.iterations) > int(d_exact.iterations)
+
+
+def non_contractive(rng):
+    """A diagonal GRU-like cell with recurrent weights scaled ×8."""
+    a = 8 * rng.uniform(-1, 1, 6)
+    W = rng.normal(size=(6, 2))
+    return lambda h, x: jnp.tanh(a * h + W @ x)
+
+
+def test_non_contractive_cell_is_caught_and_each_fallback_handles_it(rng):
+    cell = non_contractive(rng)
+    xs, h0 = rng.normal(size=(300, 2)), jnp.zeros(6)
+    reference = sequential_solve(cell, h0, xs)
+    options = dict(structure="diagonal", max_iter=5)
+
+    @jax.jit
+    def run(xs):
+        return {
+            fallback: newton_solve(cell, h0, xs, fallback=fallback, throw=False, **options)
+            for fallback in ("sequential", "damped", "none")
+        }
+
+    results = run(xs)
+    hs, d = results["sequential"]
+    assert not bool(d.newton_converged) and bool(d.fallback) and bool(d.converged)
+    assert d.result == RESULTS.successful
+    np.testing.assert_array_equal(hs, reference)
+
+    hs, d = results["damped"]
+    assert not bool(d.newton_converged) and bool(d.fallback)
+    assert int(d.fallback_iterations) == 100  # the default cap: flagged, not returned silently
+    assert not bool(d.converged) and d.result == RESULTS.max_iterations_reached
+
+    hs, d = results["none"]
+    assert not bool(d.converged) and not bool(d.fallback) and float(d.residual) > 1e-3
+    assert d.result == RESULTS.max_iterations_reached
+    with pytest.raises(RuntimeError, match="did not reach the tolerance"):
+        newton_solve(cell, h0, xs, fallback="none", **options)
+
+
+def test_damped_fallback_converges_where_newton_stalls(rng):
+    a = 3 * rng.uniform(-1, 1, (6,))
+    W = rng.normal(size=(6, 2))
+    cell = lambda h, x: jnp.tanh(a * h + W @ x)  # noqa: E731
+    xs, h0 = rng.normal(size=(300, 2)), jnp.zeros(6)
+    hs, d = newton_solve(
+        cell, h0, xs, structure="diagonal", max_iter=3, fallback="damped", fallback_max_iter=400
+    )
+    assert not bool(d.newton_converged) and bool(d.converged)
+    assert 0 < int(d.fallback_iterations) < 400
+    np.testing.assert_allclose(hs, sequential_solve(cell, h0, xs), atol=1e-10)
+
+
+def test_nonfinite_iterates_trigger_the_fallback(rng):
+    def cell(h, x):  # finite along the true trajectory (h > 0), NaN for h < -2
+        return jnp.log(h + 2) + x
+
+    xs, h0 = rng.uniform(size=(50, 3)), jnp.ones(3)
+    hs, d = newton_solve(cell, h0, xs, structure="diagonal", guess=-5 * jnp.ones((50, 3)))
+    assert bool(d.nonfinite) and bool(d.fallback) and bool(d.converged)
+    np.testing.assert_allclose(hs, sequential_solve(cell, h0, xs))
+    _, d = newton_solve(
+        cell,
+        h0,
+        xs,
+        structure="diagonal",
+        guess=-5 * jnp.ones((50, 3)),
+        fallback="none",
+        throw=False,
+    )
+    assert bool(d.nonfinite) and d.result == RESULTS.nonfinite
+
+
+def test_kalman_filter_matches_a_sequential_filter_and_its_limits(rng):
+    a, b, y = rng.uniform(-3, 3, (60, 2)), rng.normal(size=(60, 2)), rng.normal(size=(60, 2))
+    sigma2 = 0.7
+    m, P, expected = np.zeros(2), np.zeros(2), []
+    for t in range(60):  # predict, update; z_0 = 0 exactly
+        m_pred = (a[t] * m if t else 0) + b[t]
+        P_pred = (a[t] ** 2 * P if t else 0) + 1
+        gain = P_pred / (P_pred + sigma2)
+        m, P = m_pred + gain * (y[t] - m_pred), (1 - gain) * P_pred
+        expected.append(m)
+    np.testing.assert_allclose(kalman_filter_means(a, b, y, sigma2), expected, rtol=1e-12)
+    # σ² → ∞: the undamped step (the linear recurrence itself); σ² → 0: no step
+    a = a / 3  # contractive, so that the undamped recurrence stays of size one
+    undamped = sequential_solve(lambda z, ab: ab[0] * z + ab[1], jnp.zeros(2), (a, b))
+    np.testing.assert_allclose(kalman_filter_means(a, b, y, 1e12), undamped, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(kalman_filter_means(a, b, y, 1e-12), y, rtol=1e-8, atol=1e-8)
+
+
+def test_structure_check_switch_catches_a_lying_cell(rng):
+    cell = dense_tanh(rng)
+    xs = rng.normal(size=(20, 3))
+    with pytest.raises(RuntimeError, match="Jacobian is not diagonal"):
+        newton_solve(cell, jnp.zeros(5), xs, structure="diagonal", check_structure=True)
+    hs, _ = newton_solve(cell, jnp.zeros(5), xs, structure="dense", check_structure=True)
+    np.testing.assert_allclose(hs, sequential_solve(cell, jnp.zeros(5), xs), atol=1e-12)
+
+
+def test_nonfinite_input_is_an_error(rng):
+    cell = dense_tanh(rng)
+    xs = rng.normal(size=(20, 3))
+    xs[7, 1] = np.nan
+    with pytest.raises(RuntimeError, match="NaN or Inf"):
+        newton_solve(cell, jnp.zeros(5), xs)
+
+
+@pytest.mark.parametrize(
+    "h0, kwargs, match",
+    [
+        (jnp.zeros((5, 1)), {}, r"h0 must be a floating-point state vector of shape \(n,\)"),
+        (jnp.zeros(4), {}, r"shape \(4,\) and one step of xs failed"),
+        (jnp.zeros(5), {"structure": "block(2)"}, "divisible by 2"),
+        (jnp.zeros(5), {"fallback": "retry"}, "fallback must be one of"),
+        (jnp.zeros(5), {"guess": "ones"}, "guess must be one of"),
+        (jnp.zeros(5), {"guess": jnp.zeros((3, 5))}, r"guess must have shape \(T, n\)"),
+        (jnp.zeros(5), {"max_iter": 0}, "max_iter must be a positive integer"),
+        (jnp.zeros(5), {"window": 2.5}, "window must be a positive integer or None"),
+        (jnp.zeros(5), {"omega": 3.0}, "omega must be in"),
+        (jnp.zeros(5), {"method": "magic"}, "method must be one of"),
+        (jnp.zeros(5, jnp.float32), {}, "returned dtype float64 for a state of dtype float32"),
+    ],
+)
+def test_bad_input_is_a_value_error(h0, kwargs, match, rng):
+    cell = dense_tanh(rng)
+    with pytest.raises(ValueError, match=match):
+        newton_solve(cell, h0, jnp.ones((10, 3)), **kwargs)
+
+
+def test_cell_output_shape_must_equal_state_shape():
+    with pytest.raises(ValueError, match=r"same shape as h0 \(3,\); it returned \(2,\)"):
+        newton_solve(lambda h, x: h[:2] + x, jnp.zeros(3), jnp.ones((10, 2)))
+    with pytest.raises(ValueError, match="same leading"):
+        newton_solve(lambda h, x: h + x[0], jnp.zeros(3), (jnp.ones((10, 3)), jnp.ones((9, 3))))

@@ -1,0 +1,100 @@
+"""The RNN layer and the residual model: modes agree, auto follows the crossover table, bad input."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sciml.pararnn import GRU, RNN, ParaGRU, ParaLSTM, RNNModel, choose_mode, sequential_solve
+
+
+def test_model_modes_agree_and_the_model_is_causal(getkey, rng):
+    # (gradients of both modes agree: tests/pararnn/test_newton.py, and the
+    # char-LM smoke test trains both modes to the same losses)
+    model = RNNModel(11, 11, 8, 2, cell="paragru", num_heads=2, tokens=True, key=getkey())
+    tokens = np.repeat(rng.integers(0, 11, (1, 40)), 2, axis=0)
+    tokens[1, 25:] = (tokens[0, 25:] + 1) % 11  # the same sequence, changed from step 25 on
+    forward = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))
+    sequential = forward(model.with_mode("sequential"), tokens)
+    newton = forward(model.with_mode("newton"), tokens)
+    np.testing.assert_allclose(newton, sequential, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(sequential[0, :25], sequential[1, :25])
+    # Newton steps are causal too; only the stopping iteration may differ
+    np.testing.assert_allclose(newton[0, :25], newton[1, :25], rtol=1e-10, atol=1e-12)
+    assert float(jnp.min(jnp.max(jnp.abs(newton[0, 25:] - newton[1, 25:]), axis=-1))) > 0
+    assert {block.rnn.mode for block in model.with_mode("newton").blocks} == {"newton"}
+
+
+def test_layer_matches_a_hand_written_scan_and_reports_diagnostics(getkey, rng):
+    cell = ParaGRU(4, 6, num_heads=2, key=getkey())
+    xs = rng.normal(size=(33, 4))
+    h0 = rng.normal(size=(6,))
+
+    @eqx.filter_jit
+    def run(cell, xs, h0):
+        return (
+            sequential_solve(cell, h0, xs),  # one raw-input step at a time
+            RNN(cell, "sequential")(xs, h0),
+            RNN(cell, "newton").solve(xs, h0),
+        )
+
+    expected, sequential, (newton, diagnostics) = run(cell, xs, h0)
+    np.testing.assert_allclose(sequential, expected, rtol=1e-13)
+    np.testing.assert_allclose(newton, expected, rtol=1e-11, atol=1e-12)
+    assert bool(diagnostics.converged) and int(diagnostics.iterations) >= 1
+    assert RNN(cell, "sequential").solve(xs, h0)[1] is None
+
+
+def test_auto_mode_follows_the_crossover_table(getkey, monkeypatch):
+    from sciml.pararnn import _layers
+
+    table = {"diagonal": (100, 1000, 64), "dense": (200, None, None)}
+    monkeypatch.setitem(_layers.CROSSOVERS, "cpu", table)
+    assert choose_mode(500, 8, "diagonal", backend="cpu") == "newton"
+    assert choose_mode(500, 8, "diagonal", batch_size=16, backend="cpu") == "sequential"
+    assert choose_mode(50, 8, "diagonal", backend="cpu") == "sequential"
+    assert choose_mode(5000, 8, "diagonal", backend="cpu") == "sequential"
+    assert choose_mode(500, 8, "block(2)", backend="cpu") == "sequential"  # not in the table
+    assert choose_mode(10**6, 512, "dense", backend="cpu") == "newton"
+    assert choose_mode(500, 8, "diagonal", backend="unknown") == "sequential"
+    monkeypatch.undo()
+    # what was measured on CPU: large batch x hidden never runs Newton
+    assert choose_mode(4096, 256, "diagonal", batch_size=4, backend="cpu") == "sequential"
+
+    layer = RNN(ParaLSTM(4, 4, key=getkey()), "auto", batch_size=2)
+    expected = choose_mode(50, 8, "block(2)", batch_size=2)
+    assert layer.resolved_mode(50) == expected
+    _, diagnostics = layer.solve(jnp.ones((50, 4)))
+    assert (diagnostics is None) == (expected == "sequential")
+    assert layer.with_mode("newton").batch_size == 2
+
+
+def test_bad_input(getkey):
+    cell = ParaLSTM(4, 6, key=getkey())
+    layer = RNN(cell, "newton")
+    with pytest.raises(ValueError, match=r"h0 must have shape \(state_size,\) = \(12,\)"):
+        layer(jnp.ones((10, 4)), jnp.zeros(6))
+    with pytest.raises(ValueError, match=r"xs must have shape \(length >= 1, input_size=4\)"):
+        layer(jnp.ones((10, 5)))
+    with pytest.raises(ValueError, match="jax.vmap over a batch"):
+        layer(jnp.ones((2, 10, 4)))
+    for mode in ("sequential", "newton"):
+        with pytest.raises(RuntimeError, match="NaN or Inf"):
+            layer.with_mode(mode)(jnp.ones((10, 4)).at[3, 2].set(jnp.inf))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        RNN(cell, "parallel")
+    with pytest.raises(ValueError, match=r"Unknown Newton options \['tolerance'\]"):
+        RNN(cell, "newton", tolerance=1e-3)
+    with pytest.raises(ValueError, match="must be hashable"):
+        RNN(cell, "newton", guess=jnp.zeros((10, 12)))
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        RNN(cell, "auto", batch_size=0)
+    with pytest.raises(ValueError, match="cell must be an AbstractCell"):
+        RNN(lambda h, x: h, "newton")
+    with pytest.raises(ValueError, match="cell must be one of"):
+        RNNModel(3, 3, 8, 1, cell="transformer", key=getkey())
+    with pytest.raises(ValueError, match="tokens of shape"):
+        RNNModel(3, 3, 8, 1, tokens=True, key=getkey())(jnp.ones((5, 3)))
+    with pytest.raises(ValueError, match="input_size == cell.hidden_size"):
+        RNNModel(3, 3, 8, 1, cell=lambda width, key: GRU(width, 4, key=key), key=getkey())
