@@ -33,3 +33,10 @@ def getkey():
         return subkey
 
     return _getkey
+
+
+@pytest.fixture
+def float32():
+    """Runs the test with 64-bit types off, as users run by default."""
+    with jax.enable_x64(False):
+        yield

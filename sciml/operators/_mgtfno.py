@@ -6,7 +6,8 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._fno import FNO
+from ._fno import EMBEDDINGS, FNO
+from ._layers import grid_embedding
 from ._patching import (
     _check,
     domain_reduction,
@@ -25,11 +26,20 @@ class MGTFNO(eqx.Module):
     channels (`multigrid_patches`); one FNO (Tucker-factorised by default)
     maps every tile; the borders are cropped and the tiles stitched back.
 
+    The positional embedding is *global*: the coordinate channels are appended
+    to the whole field before it is patched (as `neuraloperator`'s data
+    pipeline does), so a tile knows where it lies in the domain. With
+    tile-local coordinates, tiles that look alike are indistinguishable and a
+    position-dependent map (a forcing term) cannot be learned.
+
     **Arguments:**
 
     - `n_modes`, `in_channels`, `out_channels`, `hidden_channels`, `n_layers`:
       as `FNO`; `in_channels` is the channel count of the *field* (the inner
-      model sees `in_channels · (levels + 1)`).
+      model sees `(in_channels + d) · (levels + 1)` with `"grid"` embedding in
+      `d` dimensions, `in_channels · (levels + 1)` without).
+    - `positional_embedding`: `"grid"` (default; global coordinates
+      `x_i = j / N_i` of the full field, patched with it) or None.
     - `levels`: number of coarse levels L (`2^L` tiles per axis); grid sizes must
       be multiples of `2^L`.
     - `padding_fraction`: border of each tile as a fraction of the grid size.
@@ -43,6 +53,8 @@ class MGTFNO(eqx.Module):
     """
 
     model: FNO
+    in_channels: int = eqx.field(static=True)
+    positional_embedding: str | None = eqx.field(static=True)
     levels: int = eqx.field(static=True)
     padding_fraction: float | tuple[float, ...] = eqx.field(static=True)
     stitching: bool = eqx.field(static=True)
@@ -62,10 +74,15 @@ class MGTFNO(eqx.Module):
         tile_sharding: jax.sharding.Sharding | None = None,
         factorization: str | None = "tucker",
         rank: float | int | Sequence[int] = 0.1,
+        positional_embedding: str | None = "grid",
         key: PRNGKeyArray,
         **fno_kwargs,
     ):
         n_dims = 1 if isinstance(n_modes, int) else len(n_modes)
+        if positional_embedding not in EMBEDDINGS:
+            raise ValueError(
+                f"`positional_embedding` must be one of {EMBEDDINGS}, got {positional_embedding!r}."
+            )
         _check((2**levels,) * n_dims, levels, padding_fraction)
         self.levels = levels
         self.padding_fraction = (
@@ -77,21 +94,21 @@ class MGTFNO(eqx.Module):
         self.tile_sharding = tile_sharding
         if not isinstance(in_channels, int) or in_channels < 1:
             raise ValueError(f"`in_channels` must be a positive int, got {in_channels!r}.")
+        self.in_channels = in_channels
+        self.positional_embedding = positional_embedding
+        field_channels = in_channels + (n_dims if positional_embedding == "grid" else 0)
         self.model = FNO(
             n_modes,
-            in_channels * (levels + 1),
+            field_channels * (levels + 1),
             out_channels,
             hidden_channels,
             n_layers,
             factorization=factorization,
             rank=rank,
+            positional_embedding=None,
             key=key,
             **fno_kwargs,
         )
-
-    @property
-    def in_channels(self) -> int:
-        return self.model.in_channels // (self.levels + 1)
 
     @property
     def out_channels(self) -> int:
@@ -100,8 +117,11 @@ class MGTFNO(eqx.Module):
     def patch(
         self, x: Float[Array, " in_channels *grid"]
     ) -> Float[Array, " tiles channels *window"]:
-        """The model inputs: `multigrid_patches(x, levels, padding_fraction)`."""
+        """The model inputs: `multigrid_patches(x, levels, padding_fraction)` of
+        the field with its global coordinate channels (if any)."""
         check_input(x, self.in_channels, len(self.model.n_modes), "MGTFNO")
+        if self.positional_embedding == "grid":
+            x = grid_embedding(x)
         tiles = multigrid_patches(x, self.levels, self.padding_fraction)
         if self.tile_sharding is not None:
             tiles = jax.lax.with_sharding_constraint(tiles, self.tile_sharding)

@@ -9,8 +9,10 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from sciml.operators import (
+    FNO,
     MGTFNO,
     domain_reduction,
+    grid_embedding,
     multigrid_patches,
     patch_padding,
     split_tiles,
@@ -147,12 +149,12 @@ def mg_model():
 
 def test_mgtfno_wraps_patch_model_stitch(mg_model):
     x = jax.random.normal(jax.random.key(3), (1, 32, 32))
-    assert mg_model.model.in_channels == 3
+    assert mg_model.model.in_channels == 9  # (field + 2 coordinates) x 3 levels
     assert mg_model.in_channels == 1
 
     @eqx.filter_jit
     def run(model, x):
-        tiles = multigrid_patches(x, 2, 1 / 16)
+        tiles = multigrid_patches(grid_embedding(x), 2, 1 / 16)
         outputs = jax.vmap(model.model)(tiles)
         return model(x), stitch_patches(outputs, (32, 32), 2, 1 / 16), model.training_pair(x, x)
 
@@ -183,13 +185,42 @@ def test_mgtfno_per_tile_training_pair():
 
 
 def test_zero_levels_is_the_plain_model():
-    model = MGTFNO(
-        (4, 4), 1, 1, 4, n_layers=1, levels=0, padding_fraction=0.0, key=jax.random.key(6)
-    )
+    kwargs = dict(n_layers=1, factorization="tucker", rank=0.1, key=jax.random.key(6))
+    model = MGTFNO((4, 4), 1, 1, 4, levels=0, padding_fraction=0.0, **kwargs)
+    plain_model = FNO((4, 4), 1, 1, 4, **kwargs)
     x = jax.random.normal(jax.random.key(7), (1, 16, 16))
-    run = eqx.filter_jit(lambda m, x: (m(x), m.model(x)))
-    mg, plain = run(model, x)
+    mg, plain = eqx.filter_jit(lambda m, p, x: (m(x), p(x)))(model, plain_model, x)
     np.testing.assert_allclose(mg, plain, atol=1e-13)
+
+
+def test_tiles_carry_global_coordinates():
+    """Every tile sees where it lies in the field: its coordinate channels are
+    the global `j / N` of its pixels (circularly wrapped in the border)."""
+    n, levels, padding = 16, 2, 2
+    model = MGTFNO(
+        (4, 4),
+        1,
+        1,
+        4,
+        n_layers=1,
+        levels=levels,
+        padding_fraction=padding / n,
+        key=jax.random.key(9),
+    )
+    tiles = eqx.filter_jit(lambda m, x: m.patch(x))(model, jnp.zeros((1, n, n)))
+    h = n // 2**levels
+    for tile in range(4**levels):
+        row, col = divmod(tile, 2**levels)
+        rows = (row * h - padding + np.arange(h + 2 * padding)) % n
+        cols = (col * h - padding + np.arange(h + 2 * padding)) % n
+        np.testing.assert_allclose(tiles[tile, 1], np.broadcast_to(rows[:, None] / n, (8, 8)))
+        np.testing.assert_allclose(tiles[tile, 2], np.broadcast_to(cols[None, :] / n, (8, 8)))
+    plain = MGTFNO(
+        (4, 4), 1, 1, 4, n_layers=1, levels=1, positional_embedding=None, key=jax.random.key(9)
+    )
+    assert plain.model.in_channels == 2
+    with pytest.raises(ValueError, match="`positional_embedding` must be one of"):
+        MGTFNO((4, 4), 1, 1, 4, levels=1, positional_embedding="tile", key=jax.random.key(9))
 
 
 def test_sharded_tiles_match_unsharded(mg_model):
