@@ -75,10 +75,11 @@ def learning_config(name, length=256):
 
 @pytest.mark.slow
 def test_recall_learns_at_length_256(tmp_path, float32):
-    # float32 as users run it; the accuracy jumps from chance to ~100% within
-    # a few hundred steps, at a step that depends on the rounding
+    # float32 as users run it. The accuracy jumps from chance to ~100% at a
+    # step that depends on the seed and the rounding (seeds 0-2: by step 600-900
+    # of 1000; in float64, seed 0 is at 78% after 800 steps)
     config = learning_config("ssm_recall")
-    config.train.steps = 800
+    config.train.steps = 1000
     config.optimizer.warmup_steps = 50
     summary = run.main_from_config(config, tmp_path)
     assert summary["test_accuracy"] > 0.9  # chance: 1/8
