@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks._common import emit, environment, time_fn
-from sciml.training import peak_memory_bytes
 from sciml.ssm import S4D, S5
+from sciml.training import peak_memory_bytes
 
 
 def naive_s4d(layer: S4D, u):

@@ -112,7 +112,7 @@ def run(config, workdir: Path) -> dict:
             metrics["newton_fallbacks"] = sum(jnp.sum(d.fallback) for d in layers)
         return metrics
 
-    optimizer = make_optimizer(config.optimizer.to_dict())
+    optimizer = make_optimizer(config.optimizer)
     summary: dict = {"n_params": count_params(model), **corpus_info}
     curves = {}
     for mode in MODES:

@@ -59,7 +59,7 @@ class _Pending:
     def add(self, step: int, loss: jax.Array, aux: dict[str, jax.Array]) -> None:
         self.items.append((step, loss, aux))
 
-    def flush(self) -> dict[str, float] | None:
+    def flush(self) -> dict[str, float | int] | None:
         """Checks every pending step; returns the metrics of the last one."""
         last = None
         for step, loss, aux in self.items:

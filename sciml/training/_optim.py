@@ -6,7 +6,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
+import ml_collections
 import optax
+
+
+# A plain mapping or an `ml_collections.ConfigDict` (which is not a `Mapping`).
+ConfigLike = Mapping[str, Any] | ml_collections.ConfigDict
 
 
 DEFAULTS: dict[str, Any] = {
@@ -33,7 +38,7 @@ GROUP_KEYS = ("learning_rate", "weight_decay", "schedule", "warmup_steps", "end_
 DEFAULT_GROUP = "__default__"
 
 
-def _as_dict(config: Mapping[str, Any] | None) -> dict[str, Any]:
+def _as_dict(config: ConfigLike | None) -> dict[str, Any]:
     if config is None:
         return {}
     if hasattr(config, "to_dict"):  # ml_collections.ConfigDict
@@ -41,7 +46,7 @@ def _as_dict(config: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(config)
 
 
-def make_schedule(config: Mapping[str, Any]) -> optax.Schedule:
+def make_schedule(config: ConfigLike) -> optax.Schedule:
     """Learning-rate schedule: linear warm-up from 0, then constant, cosine or step.
 
     **Arguments:** a mapping with `learning_rate`, `schedule` (one of
@@ -100,7 +105,7 @@ def _base_optimizer(cfg: Mapping[str, Any]) -> optax.GradientTransformation:
 
 
 def make_optimizer(
-    config: Mapping[str, Any] | None = None,
+    config: ConfigLike | None = None,
     label_fn: Callable[[Any], Any] | None = None,
 ) -> optax.GradientTransformation:
     """Builds an optax optimiser from a config mapping.
