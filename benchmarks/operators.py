@@ -106,6 +106,12 @@ def bench_memory(name, model, batch, grid, per_tile=False):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (32², 2 layers)")
+    parser.add_argument(
+        "--part",
+        choices=("all", "steps", "memory"),
+        default="all",
+        help="train-step times, peak memory, or both",
+    )
     args = parser.parse_args(argv)
     env = environment()
     if args.quick:
@@ -115,6 +121,14 @@ def main(argv=None):
     key = jax.random.key(0)
     common = dict(n_layers=layers, dtype=jnp.float32, key=key)
 
+    if args.part in ("all", "steps"):
+        bench_steps(size, hidden, modes, batch, common, env)
+    if args.part in ("all", "memory"):
+        bench_memories(big, hidden, modes, batch, common, env)
+
+
+def bench_steps(size, hidden, modes, batch, common, env):
+    """Train-step time of the dense FNO and the TFNOs, as ratios to the dense one."""
     baseline = None
     variants = [("fno-dense", dict(factorization=None), "factorized")]
     for factorization in ("tucker", "cp", "tt"):
@@ -140,6 +154,9 @@ def main(argv=None):
         )
         emit(record)
 
+
+def bench_memories(big, hidden, modes, batch, common, env):
+    """Peak memory of the dense FNO and MG-TFNO (stitched, sharded, per tile)."""
     dense_memory = None
     mesh = Mesh(np.array(jax.devices()[:4]), ("tiles",))
     sharding = NamedSharding(mesh, PartitionSpec("tiles"))
