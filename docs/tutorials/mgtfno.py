@@ -112,7 +112,11 @@ print("max |stitch(patch(x)) - x| =", float(jnp.max(jnp.abs(back - omega))))
 # ## The model, with tiles on four devices
 #
 # `MGTFNO` wraps patching, a TFNO (Tucker, rank 0.1 by default) and stitching:
-# it takes and returns whole fields. With `tile_sharding`, the stacked tiles
+# it takes and returns whole fields. Before patching it appends the *global*
+# coordinates `j / N` to the field, so every tile (and context window) carries
+# where it lies in the domain: without them, tiles that look alike could not
+# learn a position-dependent response such as the Navier–Stokes forcing
+# (the results page shows what that costs). With `tile_sharding`, the stacked tiles
 # are laid out along a device mesh axis, so each device holds the activations
 # of 16 / 4 = 4 tiles; the result is the same as on one device.
 
