@@ -116,7 +116,7 @@ print("max |stitch(patch(x)) - x| =", float(jnp.max(jnp.abs(back - omega))))
 # coordinates `j / N` to the field, so every tile (and context window) carries
 # where it lies in the domain: without them, tiles that look alike could not
 # learn a position-dependent response such as the Navier–Stokes forcing
-# (the results page shows what that costs). With `tile_sharding`, the stacked tiles
+# (the results page shows what happens without them). With `tile_sharding`, the stacked tiles
 # are laid out along a device mesh axis, so each device holds the activations
 # of 16 / 4 = 4 tiles; the result is the same as on one device.
 
