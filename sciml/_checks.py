@@ -1,0 +1,41 @@
+"""Argument checks shared across sciml: one idiom each for choices, positive
+integers and the default floating dtype. Each raises a `ValueError` that names
+the argument, the accepted values and what was given."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+
+def check_choice(name: str, value: Any, accepted: Iterable[Any]) -> Any:
+    """Returns `value` if it is one of `accepted`; raises naming `name` otherwise."""
+    accepted = tuple(accepted)
+    if value not in accepted:
+        raise ValueError(f"`{name}` must be one of {accepted}, got {value!r}.")
+    return value
+
+
+def check_positive_int(name: str, value: Any, *, allow_none: bool = False) -> int | None:
+    """Returns `value` as an `int` if it is an integer >= 1 (not a bool, not a
+    float such as `2.5` or `2.0`); `None` passes when `allow_none`."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        expected = "a positive integer" + (" or None" if allow_none else "")
+        raise ValueError(f"`{name}` must be {expected}, got {value!r}.")
+    return int(value)
+
+
+def default_float_dtype() -> jnp.dtype:
+    """`float64` when `jax_enable_x64` is on, `float32` otherwise."""
+    return jnp.dtype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+
+
+def default_complex_dtype() -> jnp.dtype:
+    """`complex128` when `jax_enable_x64` is on, `complex64` otherwise."""
+    return jnp.dtype(jnp.complex128 if jax.config.jax_enable_x64 else jnp.complex64)

@@ -1,0 +1,123 @@
+"""One result type for every iterative routine in sciml.
+
+Newton's method over a sequence (`sciml.pararnn`), the deep conjugate-direction
+iteration (`sciml.dcdm`), the per-step solves of neural-field time stepping
+(`sciml.insr`) and the online trainer's client status all return a
+[`Solution`][sciml.solution.Solution]: the value, a
+[`RESULTS`][sciml.solution.RESULTS] item saying how the routine ended, and a
+dict of statistics.
+
+`RESULTS` extends optimistix's enumeration (which extends lineax's), so a
+result from `lineax.linear_solve` or `optimistix.least_squares` converts with
+`RESULTS.promote(result)` and keeps its message. With `throw=True` a routine
+raises through `result.error_if` (a runtime error inside `jit`, carrying the
+item's message); with `throw=False` the caller reads `solution.result`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+import optimistix as optx
+from jaxtyping import PyTree
+
+
+class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
+    """How an iterative routine ended. `RESULTS.successful` is the only success.
+
+    Inherited from lineax / optimistix: `max_steps_reached`, `singular`,
+    `breakdown`, `stagnation`, `conlim`, `nonfinite_input`,
+    `nonlinear_max_steps_reached`, `nonlinear_divergence`, `nonfinite`.
+    """
+
+    recurrence_max_steps_reached = (
+        "solve_recurrence: the residual did not reach the tolerance within the step cap "
+        "(Newton and its fallback). The recurrence may be non-contractive; use "
+        "Fallback(Newton(), Sequential()), raise max_steps, or pass throw=False and read "
+        "solution.stats."
+    )
+    recurrence_nonfinite = (
+        "solve_recurrence: non-finite values (NaN or Inf) in the returned states, or in "
+        "Newton iterates that no fallback recovered from. With a Sequential() fallback this "
+        "means the recurrence itself is not finite on this input."
+    )
+
+
+def _result_name(index: int) -> str:
+    # equinox enumerations map names to items; invert it for printing.
+    for name, item in RESULTS._name_to_item.items():
+        if int(item._value) == index:
+            return name
+    return f"<unknown result {index}>"
+
+
+def _format_stat(value: Any) -> str:
+    if isinstance(value, jax.core.Tracer):
+        return "<traced>"
+    array = np.asarray(value)
+    if array.ndim == 0:
+        item = array.item()
+        if isinstance(item, bool):
+            return str(item)
+        if isinstance(item, float):
+            return f"{item:.3g}"
+        return str(item)
+    return f"{array.dtype}{list(array.shape)}"
+
+
+class Solution(eqx.Module):
+    """What an iterative routine returns.
+
+    **Attributes:**
+
+    - `value`: the solution (any pytree of arrays).
+    - `result`: a [`RESULTS`][sciml.solution.RESULTS] item;
+      `solution.result == RESULTS.successful` when the routine met its
+      tolerance, otherwise `RESULTS[solution.result]` is the message that says
+      what to change.
+    - `stats`: routine-specific statistics (iteration counts, residuals, ...),
+      a dict of arrays, each documented by the routine that returns it.
+
+    Prints readably: `Solution(value=float64[128, 8], result=successful,
+    iterations=3, residual=6.1e-13)`.
+    """
+
+    value: PyTree[Any]
+    result: RESULTS
+    stats: dict[str, Any]
+
+    @property
+    def successful(self) -> jax.Array:
+        """A boolean array: did the routine end with `RESULTS.successful`?"""
+        return self.result == RESULTS.successful
+
+    def __repr__(self) -> str:
+        leaves = jax.tree_util.tree_leaves(self.value)
+        if len(leaves) == 1 and hasattr(leaves[0], "shape"):
+            value = f"{leaves[0].dtype}{list(leaves[0].shape)}"
+        else:
+            value = f"<pytree of {len(leaves)} arrays>"
+        index = self.result._value
+        if isinstance(index, jax.core.Tracer):
+            result = "<traced>"
+        elif np.ndim(index) == 0:
+            result = _result_name(int(index))
+        else:
+            result = f"<batch of {np.size(index)} results>"
+        stats = ", ".join(f"{key}={_format_stat(val)}" for key, val in self.stats.items())
+        return f"Solution(value={value}, result={result}" + (f", {stats})" if stats else ")")
+
+    __str__ = __repr__
+
+
+def make_solution(value: PyTree[Any], result: RESULTS, stats: dict[str, Any], *, throw: bool):
+    """Builds a [`Solution`][sciml.solution.Solution]; with `throw=True` the
+    value carries a runtime check that raises `result`'s message unless it is
+    `RESULTS.successful`."""
+    result = RESULTS.promote(result) if not isinstance(result, RESULTS) else result
+    if throw:
+        value = result.error_if(value, result != RESULTS.successful)
+    return Solution(value=value, result=result, stats=stats)
