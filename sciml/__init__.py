@@ -4,4 +4,10 @@ Subpackages are imported on their own (`import sciml.training`,
 `from sciml.operators import TFNO`), so importing `sciml` stays cheap.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version as _version
+
+
+try:
+    __version__ = _version("sciml")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"

@@ -31,8 +31,11 @@ def check_positive_int(name: str, value: Any, *, allow_none: bool = False) -> in
     return int(value)
 
 
-def default_float_dtype() -> jnp.dtype:
-    """`float64` when `jax_enable_x64` is on, `float32` otherwise."""
+def default_float_dtype(dtype: Any = None) -> jnp.dtype:
+    """`dtype` if given, else `float64` when `jax_enable_x64` is on and
+    `float32` otherwise."""
+    if dtype is not None:
+        return jnp.dtype(dtype)
     return jnp.dtype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
 
 

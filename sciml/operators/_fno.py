@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._checks import check_choice, check_positive_int, default_float_dtype
 from ._layers import (
     NORMS,
     SKIPS,
@@ -69,10 +70,7 @@ class JointSpectralConv(eqx.Module):
         key: PRNGKeyArray,
     ):
         self.n_modes = _check_n_modes(n_modes)
-        if implementation not in IMPLEMENTATIONS:
-            raise ValueError(
-                f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}."
-            )
+        check_choice("implementation", implementation, IMPLEMENTATIONS)
         if separable and in_channels != out_channels:
             raise ValueError("`separable=True` needs in_channels == out_channels.")
         self.implementation, self.separable = implementation, bool(separable)
@@ -82,7 +80,7 @@ class JointSpectralConv(eqx.Module):
         self.weight = JointTuckerTensor(
             n_layers, channels + kept_shape(self.n_modes), rank, std=std, dtype=dtype, key=key_w
         )
-        dtype = jnp.result_type(float) if dtype is None else dtype
+        dtype = default_float_dtype(dtype)
         self.bias = (
             std * jax.random.normal(key_b, (n_layers, out_channels), dtype) if bias else None
         )
@@ -232,19 +230,12 @@ class FNO(eqx.Module):
             ("hidden_channels", hidden_channels),
             ("n_layers", n_layers),
         ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-        if positional_embedding not in EMBEDDINGS:
-            raise ValueError(
-                f"`positional_embedding` must be one of {EMBEDDINGS}, got {positional_embedding!r}."
-            )
-        if norm not in NORMS:
-            raise ValueError(f"`norm` must be one of {NORMS}, got {norm!r}.")
-        if stabilizer not in STABILIZERS:
-            raise ValueError(f"`stabilizer` must be one of {STABILIZERS}, got {stabilizer!r}.")
-        for name, value in (("fno_skip", fno_skip), ("channel_mlp_skip", channel_mlp_skip)):
-            if value not in SKIPS:
-                raise ValueError(f"`{name}` must be one of {SKIPS}, got {value!r}.")
+            check_positive_int(name, value)
+        check_choice("positional_embedding", positional_embedding, EMBEDDINGS)
+        check_choice("norm", norm, NORMS)
+        check_choice("stabilizer", stabilizer, STABILIZERS)
+        check_choice("fno_skip", fno_skip, SKIPS)
+        check_choice("channel_mlp_skip", channel_mlp_skip, SKIPS)
         if joint_factorization and (factorization or "").lower() != "tucker":
             raise ValueError(
                 "`joint_factorization=True` needs factorization='tucker', "

@@ -11,13 +11,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._checks import default_float_dtype
+
 
 SKIPS = ("linear", "soft-gating", "identity", "none")
 NORMS = (None, "instance", "group")
-
-
-def _dtype(dtype):
-    return jnp.result_type(float) if dtype is None else dtype
 
 
 class PointwiseLinear(eqx.Module):
@@ -34,7 +32,7 @@ class PointwiseLinear(eqx.Module):
     def __init__(
         self, in_channels: int, out_channels: int, *, use_bias: bool = True, dtype=None, key
     ):
-        dtype = _dtype(dtype)
+        dtype = default_float_dtype(dtype)
         bound = 1.0 / math.sqrt(in_channels)
         n_weight = out_channels * in_channels
         # one random draw for weight and bias (one kernel to compile, not two)
@@ -99,7 +97,7 @@ class SoftGating(eqx.Module):
     bias: Float[Array, " channels"] | None
 
     def __init__(self, channels: int, *, use_bias: bool = False, dtype=None):
-        dtype = _dtype(dtype)
+        dtype = default_float_dtype(dtype)
         self.weight = jnp.ones((channels,), dtype)
         self.bias = jnp.ones((channels,), dtype) if use_bias else None
 
@@ -156,7 +154,7 @@ class GroupNorm(eqx.Module):
     eps: float = eqx.field(static=True, default=1e-5)
 
     def __init__(self, channels: int, *, eps: float = 1e-5, dtype=None):
-        dtype = _dtype(dtype)
+        dtype = default_float_dtype(dtype)
         self.weight = jnp.ones((channels,), dtype)
         self.bias = jnp.zeros((channels,), dtype)
         self.eps = eps

@@ -6,6 +6,7 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._checks import check_choice, check_positive_int
 from ._fno import EMBEDDINGS, FNO
 from ._layers import grid_embedding
 from ._patching import (
@@ -79,10 +80,7 @@ class MGTFNO(eqx.Module):
         **fno_kwargs,
     ):
         n_dims = 1 if isinstance(n_modes, int) else len(n_modes)
-        if positional_embedding not in EMBEDDINGS:
-            raise ValueError(
-                f"`positional_embedding` must be one of {EMBEDDINGS}, got {positional_embedding!r}."
-            )
+        check_choice("positional_embedding", positional_embedding, EMBEDDINGS)
         _check((2**levels,) * n_dims, levels, padding_fraction)
         self.levels = levels
         self.padding_fraction = (
@@ -92,8 +90,7 @@ class MGTFNO(eqx.Module):
         )
         self.stitching = bool(stitching)
         self.tile_sharding = tile_sharding
-        if not isinstance(in_channels, int) or in_channels < 1:
-            raise ValueError(f"`in_channels` must be a positive int, got {in_channels!r}.")
+        check_positive_int("in_channels", in_channels)
         self.in_channels = in_channels
         self.positional_embedding = positional_embedding
         field_channels = in_channels + (n_dims if positional_embedding == "grid" else 0)

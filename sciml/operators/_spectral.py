@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
+from .._checks import check_choice, default_float_dtype
 from ._tensors import make_tensor
 
 
@@ -247,10 +248,7 @@ class SpectralConv(eqx.Module):
         key: PRNGKeyArray,
     ):
         self.n_modes = _check_n_modes(n_modes)
-        if implementation not in IMPLEMENTATIONS:
-            raise ValueError(
-                f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}."
-            )
+        check_choice("implementation", implementation, IMPLEMENTATIONS)
         if separable and in_channels != out_channels:
             raise ValueError(
                 f"`separable=True` needs in_channels == out_channels, got {in_channels} and {out_channels}."
@@ -272,7 +270,7 @@ class SpectralConv(eqx.Module):
             dtype=dtype,
             key=key_w,
         )
-        dtype = jnp.result_type(float) if dtype is None else dtype
+        dtype = default_float_dtype(dtype)
         self.bias = std * jax.random.normal(key_b, (out_channels,), dtype) if bias else None
 
     def __call__(
