@@ -113,10 +113,13 @@ class Solution(eqx.Module):
     __str__ = __repr__
 
 
-def make_solution(value: PyTree[Any], result: RESULTS, stats: dict[str, Any], *, throw: bool):
+def make_solution(
+    value: PyTree[Any], result: Any, stats: dict[str, Any], *, throw: bool
+) -> Solution:
     """Builds a [`Solution`][sciml.solution.Solution]; with `throw=True` the
     value carries a runtime check that raises `result`'s message unless it is
-    `RESULTS.successful`."""
+    `RESULTS.successful`. `result` may be an item of `RESULTS`, `lineax.RESULTS` or
+    `optimistix.RESULTS` (promoted)."""
     result = RESULTS.promote(result) if not isinstance(result, RESULTS) else result
     if throw:
         value = result.error_if(value, result != RESULTS.successful)

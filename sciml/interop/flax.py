@@ -93,7 +93,7 @@ def to_nnx(module: Any) -> EquinoxModule:
     return EquinoxModule(module)
 
 
-def from_nnx(nnx_module: EquinoxModule) -> Any:
+def from_nnx(nnx_module: nnx.Module) -> Any:
     """The Equinox module inside `nnx_module`, with its current parameter values."""
     if not isinstance(nnx_module, EquinoxModule):
         raise TypeError(

@@ -38,8 +38,8 @@ def _reduce(values, reduction):
 
 
 def relative_lp_loss(
-    pred: Float[Array, " batch channels *grid"],
-    true: Float[Array, " batch channels *grid"],
+    pred: Float[Array, "..."],
+    true: Float[Array, "..."],
     *,
     p: float = 2.0,
     d: int | None = None,
@@ -85,8 +85,8 @@ def finite_difference(
 
 
 def h1_loss(
-    pred: Float[Array, " batch channels *grid"],
-    true: Float[Array, " batch channels *grid"],
+    pred: Float[Array, "..."],
+    true: Float[Array, "..."],
     *,
     d: int | None = None,
     periodic: bool = True,

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
 from .._checks import check_choice, default_float_dtype
@@ -150,7 +151,7 @@ def contract(
 def spectral_conv(
     x: Float[Array, " in_channels *grid"],
     weight,
-    bias: Float[Array, " out_channels"] | None,
+    bias: Float[Array | np.ndarray, " out_channels"] | None,
     n_modes: Sequence[int],
     *,
     output_shape: Sequence[int] | None = None,
@@ -224,7 +225,7 @@ class SpectralConv(eqx.Module):
     """
 
     weight: eqx.Module
-    bias: Float[Array, " out_channels"] | None
+    bias: Float[Array | np.ndarray, " out_channels"] | None
     in_channels: int = eqx.field(static=True)
     out_channels: int = eqx.field(static=True)
     n_modes: tuple[int, ...] = eqx.field(static=True)
