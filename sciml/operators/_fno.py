@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._checks import check_choice, check_positive_int, default_float_dtype
+from .._custom_types import Real
 from ._layers import (
     NORMS,
     SKIPS,
@@ -65,7 +66,7 @@ class JointSpectralConv(eqx.Module):
         implementation: str = "factorized",
         separable: bool = False,
         bias: bool = True,
-        init_std: float | str = "auto",
+        init_std: Real | str = "auto",
         dtype=None,
         key: PRNGKeyArray,
     ):
@@ -192,7 +193,7 @@ class FNO(eqx.Module):
     hidden_channels: int = eqx.field(static=True)
     n_layers: int = eqx.field(static=True)
     positional_embedding: str | None = eqx.field(static=True)
-    domain_padding: float | tuple[float, ...] | None = eqx.field(static=True)
+    domain_padding: Real | tuple[Real, ...] | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -202,16 +203,16 @@ class FNO(eqx.Module):
         hidden_channels: int,
         n_layers: int = 4,
         *,
-        lifting_channel_ratio: float = 2,
-        projection_channel_ratio: float = 2,
+        lifting_channel_ratio: Real = 2,
+        projection_channel_ratio: Real = 2,
         positional_embedding: str | None = "grid",
         non_linearity: Callable = jax.nn.gelu,
         norm: str | None = None,
         use_channel_mlp: bool = True,
-        channel_mlp_expansion: float = 0.5,
+        channel_mlp_expansion: Real = 0.5,
         channel_mlp_skip: str = "soft-gating",
         fno_skip: str = "linear",
-        domain_padding: float | Sequence[float] | None = None,
+        domain_padding: Real | Sequence[Real] | None = None,
         preactivation: bool = False,
         stabilizer: str | None = None,
         factorization: str | None = None,

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._checks import default_float_dtype
+from .._custom_types import Real
 
 
 SKIPS = ("linear", "soft-gating", "identity", "none")
@@ -137,7 +138,7 @@ def make_skip(kind: str, in_channels: int, out_channels: int, *, dtype=None, key
 class InstanceNorm(eqx.Module):
     """Normalises every channel over the grid (no learned affine map), eps 1e-5."""
 
-    eps: float = eqx.field(static=True, default=1e-5)
+    eps: Real = eqx.field(static=True, default=1e-5)
 
     def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, " channels *grid"]:
         axes = tuple(range(1, x.ndim))
@@ -151,9 +152,9 @@ class GroupNorm(eqx.Module):
 
     weight: Float[Array, " channels"]
     bias: Float[Array, " channels"]
-    eps: float = eqx.field(static=True, default=1e-5)
+    eps: Real = eqx.field(static=True, default=1e-5)
 
-    def __init__(self, channels: int, *, eps: float = 1e-5, dtype=None):
+    def __init__(self, channels: int, *, eps: Real = 1e-5, dtype=None):
         dtype = default_float_dtype(dtype)
         self.weight = jnp.ones((channels,), dtype)
         self.bias = jnp.zeros((channels,), dtype)
@@ -183,7 +184,7 @@ def grid_embedding(x: Float[Array, " channels *grid"]) -> Float[Array, " channel
     return jnp.concatenate([x, jnp.stack(coords)], axis=0)
 
 
-def padding_widths(domain_padding: float | Sequence[float] | None, grid: Sequence[int]) -> tuple:
+def padding_widths(domain_padding: Real | Sequence[Real] | None, grid: Sequence[int]) -> tuple:
     """Zero-padding `round(f_i · N_i)` per axis for `domain_padding` f."""
     if domain_padding is None:
         return (0,) * len(grid)

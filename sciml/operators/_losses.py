@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._custom_types import Real
+
 
 REDUCTIONS = ("sum", "mean", "none")
 
@@ -41,10 +43,10 @@ def relative_lp_loss(
     pred: Float[Array, "..."],
     true: Float[Array, "..."],
     *,
-    p: float = 2.0,
+    p: Real = 2.0,
     d: int | None = None,
     reduction: str = "sum",
-    eps: float = 1e-8,
+    eps: Real = 1e-8,
 ) -> Float[Array, " ..."]:
     """Relative Lp error `‖pred − true‖_p / (‖true‖_p + eps)` per (sample, channel).
 
@@ -68,7 +70,7 @@ def relative_lp_loss(
 
 
 def finite_difference(
-    x: Float[Array, " ... n"], axis: int, h: float, periodic: bool = True
+    x: Float[Array, " ... n"], axis: int, h: Real, periodic: bool = True
 ) -> Float[Array, " ... n"]:
     """Central difference `(x[i+1] − x[i−1]) / 2h` along `axis`.
 
@@ -90,9 +92,9 @@ def h1_loss(
     *,
     d: int | None = None,
     periodic: bool = True,
-    domain_length: float | Sequence[float] = 1.0,
+    domain_length: Real | Sequence[Real] = 1.0,
     reduction: str = "sum",
-    eps: float = 1e-8,
+    eps: Real = 1e-8,
 ) -> Float[Array, " ..."]:
     """Relative H1 error per (sample, channel):
     `sqrt(Σ e² + Σ_j |∂_j e|²) / (sqrt(Σ y² + Σ_j |∂_j y|²) + eps)`, `e = pred − true`.

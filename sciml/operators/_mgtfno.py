@@ -7,6 +7,7 @@ import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._checks import check_choice, check_positive_int
+from .._custom_types import Real
 from ._fno import EMBEDDINGS, FNO
 from ._layers import grid_embedding
 from ._patching import (
@@ -57,7 +58,7 @@ class MGTFNO(eqx.Module):
     in_channels: int = eqx.field(static=True)
     positional_embedding: str | None = eqx.field(static=True)
     levels: int = eqx.field(static=True)
-    padding_fraction: float | tuple[float, ...] = eqx.field(static=True)
+    padding_fraction: Real | tuple[Real, ...] = eqx.field(static=True)
     stitching: bool = eqx.field(static=True)
     tile_sharding: jax.sharding.Sharding | None = eqx.field(static=True)
 
@@ -70,7 +71,7 @@ class MGTFNO(eqx.Module):
         n_layers: int = 4,
         *,
         levels: int = 1,
-        padding_fraction: float | Sequence[float] = 0.125,
+        padding_fraction: Real | Sequence[Real] = 0.125,
         stitching: bool = True,
         tile_sharding: jax.sharding.Sharding | None = None,
         factorization: str | None = "tucker",

@@ -23,8 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._custom_types import Real
 
-def _check(grid: Sequence[int], levels: int, padding_fraction: float | Sequence[float]):
+
+def _check(grid: Sequence[int], levels: int, padding_fraction: Real | Sequence[Real]):
     if not isinstance(levels, int) or levels < 0:
         raise ValueError(f"`levels` must be an int >= 0, got {levels!r}.")
     n = 2**levels
@@ -64,7 +66,7 @@ def window_indices(size: int, levels: int, level: int, padding: int) -> np.ndarr
 
 
 def multigrid_patches(
-    x: Float[Array, " channels *grid"], levels: int, padding_fraction: float | Sequence[float] = 0.0
+    x: Float[Array, " channels *grid"], levels: int, padding_fraction: Real | Sequence[Real] = 0.0
 ) -> Float[Array, " tiles channels_levels *window"]:
     """Tiles `x` with multi-grid context windows.
 
@@ -96,7 +98,7 @@ def stitch_patches(
     tiles: Float[Array, " tiles channels *window"],
     grid: Sequence[int],
     levels: int,
-    padding_fraction: float | Sequence[float] = 0.0,
+    padding_fraction: Real | Sequence[Real] = 0.0,
 ) -> Float[Array, " channels *grid"]:
     """Crops the border of every tile and reassembles the field `(C, *grid)`.
 

@@ -28,6 +28,7 @@ import numpy as np
 from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
 from .._checks import check_choice, default_float_dtype
+from .._custom_types import Real
 from ._tensors import make_tensor
 
 
@@ -244,7 +245,7 @@ class SpectralConv(eqx.Module):
         implementation: str = "factorized",
         separable: bool = False,
         bias: bool = True,
-        init_std: float | str = "auto",
+        init_std: Real | str = "auto",
         dtype=None,
         key: PRNGKeyArray,
     ):
