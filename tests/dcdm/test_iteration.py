@@ -1,0 +1,216 @@
+"""The DCDM iteration against independent references: CG/PCG written out in
+numpy, a dense solve, and the properties the paper proves (A-norm monotonicity,
+A-orthogonality, scale invariance, one step with the exact inverse)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sciml.dcdm import a_norm_error, solve
+from sciml.solution import RESULTS
+
+
+def laplacian_2d(n: int) -> np.ndarray:
+    """Dense h²-scaled Dirichlet Laplacian on an n×n grid (SPD)."""
+    t = 2 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1)
+    return np.kron(t, np.eye(n)) + np.kron(np.eye(n), t)
+
+
+def system(n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    A = laplacian_2d(n) + np.diag(rng.uniform(0, 1, n * n))  # SPD, varied diagonal
+    b = rng.standard_normal(n * n)
+    return A, b
+
+
+def reference_pcg(A, b, M_inv, steps):
+    """Textbook preconditioned CG from x0 = 0; returns the iterates x_1..x_steps."""
+    x = np.zeros_like(b)
+    r = b.copy()
+    z = M_inv @ r
+    p = z.copy()
+    out = []
+    for _ in range(steps):
+        Ap = A @ p
+        alpha = (r @ z) / (p @ Ap)
+        x = x + alpha * p
+        r_new = r - alpha * Ap
+        z_new = M_inv @ r_new
+        p = z_new + (r_new @ z_new) / (r @ z) * p
+        r, z = r_new, z_new
+        out.append(x)
+    return out
+
+
+def iterates(A, b, direction_fn, steps, **kwargs):
+    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
+    run = eqx.filter_jit(
+        lambda k: solve(
+            apply_A, jnp.asarray(b), direction_fn, rtol=1e-14, max_steps=k, throw=False, **kwargs
+        )
+    )
+    return [np.asarray(run(k).value) for k in range(1, steps + 1)]
+
+
+def test_exact_inverse_converges_in_one_step():
+    A, b = system()
+    A_inv = np.linalg.inv(A)
+    for scale in (1.0, -3.5e4):
+        sol = solve(lambda x: jnp.asarray(A) @ x, jnp.asarray(b), lambda r, c=scale: c * A_inv @ r)
+        assert int(sol.stats["num_steps"]) == 1
+        np.testing.assert_allclose(sol.value, np.linalg.solve(A, b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_orthogonal", [1, 2, 5])
+def test_identity_directions_are_cg_and_jacobi_directions_are_pcg(n_orthogonal):
+    A, b = system()
+    steps = 16
+    # In exact arithmetic every n_orthogonal >= 1 gives CG; in float64 the
+    # first 16 iterates (residual down to 1e-6) agree to 3e-16 relative
+    # (measured), so 1e-12 leaves a wide margin for round-off only.
+    for M_inv in (np.eye(len(b)), np.diag(1 / np.diag(A))):
+        ref = reference_pcg(A, b, M_inv, steps)
+        ours = iterates(A, b, lambda r, M=M_inv: M @ r, steps, n_orthogonal=n_orthogonal)
+        for k, (x_ref, x) in enumerate(zip(ref, ours, strict=True)):
+            scale = np.linalg.norm(x_ref)
+            assert np.linalg.norm(x - x_ref) <= 1e-12 * scale, f"iterate {k + 1}"
+
+
+def nonlinear_direction(n, seed=1):
+    """An untrained 'network': the identity plus a fixed random nonlinear map."""
+    rng = np.random.default_rng(seed)
+    W1 = jnp.asarray(rng.standard_normal((n, n)) / np.sqrt(n))
+    W2 = jnp.asarray(rng.standard_normal((n, n)) / np.sqrt(n))
+    return lambda r: r + 0.5 * W2 @ jnp.tanh(3 * W1 @ r)
+
+
+@pytest.mark.parametrize("n_orthogonal", [0, 2])
+def test_a_norm_error_never_increases_and_directions_are_a_orthogonal(n_orthogonal):
+    A, b = system()
+    x_exact = np.linalg.solve(A, b)
+    f = nonlinear_direction(len(b))
+    xs = [np.zeros_like(b)] + iterates(A, b, f, 12, n_orthogonal=n_orthogonal)
+    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
+    errors = [float(a_norm_error(apply_A, jnp.asarray(x), jnp.asarray(x_exact))) for x in xs]
+    assert all(e1 <= e0 * (1 + 1e-12) for e0, e1 in zip(errors, errors[1:])), errors
+    assert errors[-1] < 0.8 * errors[0], errors  # progress (measured 0.65-0.68 after 12 steps)
+    # x_k − x_{k−1} = α_k p_k: the direction of step k, A-orthogonal to the
+    # previous n_orthogonal ones (cosine in the A-inner product ≤ 1e-10;
+    # without orthogonalisation it is O(0.1)).
+    steps = [x1 - x0 for x0, x1 in zip(xs, xs[1:])]
+    for k in range(1, len(steps)):
+        for j in range(max(0, k - n_orthogonal), k):
+            u, v = steps[k], steps[j]
+            cosine = (u @ A @ v) / np.sqrt((u @ A @ u) * (v @ A @ v))
+            assert abs(cosine) < 1e-10, (k, j, cosine)
+    if n_orthogonal == 0:
+        u, v = steps[2], steps[1]
+        assert abs((u @ A @ v) / np.sqrt((u @ A @ u) * (v @ A @ v))) > 1e-3
+
+
+def test_scale_of_the_direction_does_not_change_the_iterates():
+    A, b = system()
+    f = nonlinear_direction(len(b))
+    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
+    one = solve(apply_A, jnp.asarray(b), f, max_steps=15, throw=False)
+    scaled = solve(apply_A, jnp.asarray(b), lambda r: -250.0 * f(r), max_steps=15, throw=False)
+    np.testing.assert_allclose(scaled.value, one.value, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        scaled.stats["residual_history"], one.stats["residual_history"], rtol=1e-9
+    )
+
+
+def test_converges_to_the_dense_solution_on_the_true_residual():
+    A, b = system(n=8)
+    sol = solve(
+        lambda x: jnp.asarray(A) @ x, jnp.asarray(b), lambda r: r, rtol=1e-10, max_steps=200
+    )
+    assert sol.result == RESULTS.successful
+    true = np.linalg.norm(b - A @ np.asarray(sol.value))
+    assert true <= 1e-10 * np.linalg.norm(b)
+    np.testing.assert_allclose(float(sol.stats["residual_norm"]), true, rtol=1e-6)
+    k = int(sol.stats["num_steps"])
+    history = np.asarray(sol.stats["residual_history"])
+    assert np.all(np.isfinite(history[: k + 1])) and np.all(np.isnan(history[k + 1 :]))
+    np.testing.assert_allclose(history[0], np.linalg.norm(b))
+
+
+def test_refresh_and_grid_shaped_unknowns():
+    n = 8
+    A = laplacian_2d(n)
+    b = np.random.default_rng(3).standard_normal((n, n))
+
+    def apply_A(x):
+        return (jnp.asarray(A) @ x.ravel()).reshape(x.shape)
+
+    for refresh_every in (None, 1, 4):
+        sol = solve(apply_A, jnp.asarray(b), lambda r: r, rtol=1e-9, refresh_every=refresh_every)
+        expected = np.linalg.solve(A, b.ravel()).reshape(n, n)
+        np.testing.assert_allclose(sol.value, expected, rtol=0, atol=1e-8)
+
+
+def test_float32_network_in_a_float64_loop():
+    A, b = system()
+    A_inv32 = jnp.asarray(np.linalg.inv(A), jnp.float32)
+
+    def f(r):  # an approximate inverse evaluated in float32
+        return A_inv32 @ r.astype(jnp.float32)
+
+    sol = solve(lambda x: jnp.asarray(A) @ x, jnp.asarray(b), f, rtol=1e-12)
+    assert sol.value.dtype == jnp.float64
+    assert np.linalg.norm(b - A @ np.asarray(sol.value)) <= 1e-12 * np.linalg.norm(b)
+
+
+def test_failures_are_reported_never_claimed_as_convergence():
+    A, b = system()
+    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
+    capped = solve(apply_A, jnp.asarray(b), lambda r: r, max_steps=3, throw=False)
+    assert capped.result == RESULTS.max_steps_reached
+    assert int(capped.stats["num_steps"]) == 3
+    with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
+        solve(apply_A, jnp.asarray(b), lambda r: r, max_steps=3)
+    zero = solve(apply_A, jnp.asarray(b), lambda r: 0 * r, throw=False)
+    assert zero.result == RESULTS.breakdown
+    indefinite = solve(lambda x: -x, jnp.asarray(b), lambda r: r, throw=False)
+    assert indefinite.result == RESULTS.breakdown
+    bad = jnp.asarray(b).at[0].set(jnp.nan)
+    assert solve(apply_A, bad, lambda r: r, throw=False).result == RESULTS.nonfinite_input
+    nan_net = solve(apply_A, jnp.asarray(b), lambda r: r * jnp.nan, throw=False)
+    assert nan_net.result != RESULTS.successful
+    zero_rhs = solve(apply_A, jnp.zeros_like(jnp.asarray(b)), lambda r: r, atol=1e-30)
+    assert int(zero_rhs.stats["num_steps"]) == 0
+
+
+def test_bad_arguments_raise_early():
+    A, b = system()
+    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
+    b = jnp.asarray(b)
+    with pytest.raises(ValueError, match="`direction_fn` must return the shape"):
+        solve(apply_A, b, lambda r: r[:-1])
+    with pytest.raises(ValueError, match="`apply_A` must map"):
+        solve(lambda x: x[:-1], b, lambda r: r)
+    with pytest.raises(ValueError, match="`x0` must have the shape"):
+        solve(apply_A, b, lambda r: r, x0=jnp.zeros(3))
+    with pytest.raises(ValueError, match="`max_steps` must be a positive integer"):
+        solve(apply_A, b, lambda r: r, max_steps=0)
+    with pytest.raises(ValueError, match="`n_orthogonal` must be an integer >= 0"):
+        solve(apply_A, b, lambda r: r, n_orthogonal=-1)
+    with pytest.raises(ValueError, match="`rtol` and `atol`"):
+        solve(apply_A, b, lambda r: r, rtol=0.0)
+    with pytest.raises(ValueError, match="`b` must be a floating-point"):
+        solve(apply_A, jnp.arange(36), lambda r: r)
+
+
+def test_jit_and_vmap_agree_with_single_solves():
+    A, _ = system()
+    rhs = np.random.default_rng(5).standard_normal((3, A.shape[0]))
+    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
+
+    def one(b):
+        return solve(apply_A, b, lambda r: r, rtol=1e-10, throw=False).value
+
+    batched = jax.jit(jax.vmap(one))(jnp.asarray(rhs))
+    for i in range(3):
+        np.testing.assert_allclose(batched[i], np.linalg.solve(A, rhs[i]), atol=1e-9)
