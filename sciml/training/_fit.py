@@ -39,7 +39,7 @@ class FitResult:
     model: Any
     opt_state: Any
     step: int
-    metrics: dict[str, float]
+    metrics: dict[str, float | int]
     key: jax.Array | None = None
     start_step: int = 0
 
