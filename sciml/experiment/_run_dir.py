@@ -12,8 +12,14 @@ import ml_collections
 from sciml.training import restore_model
 from sciml.training._checkpoint import checkpoint_dir, read_run_config
 
+from ._config import ConfigSource
 from ._errors import ConfigError
 from ._task import resolve_task
+
+
+def _run_files(run_dir: Path) -> list[Path]:
+    """`run_dir` and up to two parents: a model's folder sits inside the run directory."""
+    return [run_dir, *list(run_dir.parents)[:2]]
 
 
 def load_run_config(run_dir: str | Path) -> ml_collections.ConfigDict:
@@ -29,7 +35,7 @@ def load_run_config(run_dir: str | Path) -> ml_collections.ConfigDict:
     run_dir = Path(run_dir)
     data = read_run_config(run_dir)
     if data is None:
-        for folder in (run_dir, *run_dir.parents[:2]):
+        for folder in _run_files(run_dir):
             if (folder / "config.json").is_file():
                 data = json.loads((folder / "config.json").read_text())
                 break
@@ -49,13 +55,20 @@ def load_run(run_dir: str | Path, build_model: Any = None) -> tuple[Any, ml_coll
     - `build_model`: `build_model(config) -> model` giving a model of the same
       structure (its values are replaced); default: the task module's
       `build(config).model`, the task resolved from the config's `task` key
-      (a relative task file against the current directory).
+      (a relative task file against the config file's directory recorded in
+      the run's `source.json`).
 
     **Returns:** `(model, config)`.
     """
     config = load_run_config(run_dir)
     if build_model is None:
-        task: ModuleType = resolve_task(str(config.task))
+        directory = None
+        for folder in _run_files(Path(run_dir)):
+            if (folder / "source.json").is_file():
+                recorded = json.loads((folder / "source.json").read_text())
+                directory = ConfigSource.from_json(recorded).directory
+                break
+        task: ModuleType = resolve_task(str(config.task), directory)
         if not callable(getattr(task, "build", None)):
             raise ConfigError(
                 f"task module {task.__name__} defines no build(config); pass build_model."

@@ -149,7 +149,12 @@ def _resume_config(run_dir: Path, overrides: list[tuple[str, str]]) -> ml_collec
         attach_source(config, None)
         return config
     source = ConfigSource.from_json(json.loads(recorded.read_text()))
-    config = load_source(source)
+    try:
+        config = load_source(source)
+    except ConfigError as error:
+        raise ConfigError(
+            f"--resume: the run's config {source.spec!r} cannot be loaded again ({error})"
+        ) from None
     rebuilt, old = _flat(config_json(config)), _flat(saved_config)
     changed = sorted(k for k in set(rebuilt) | set(old) if rebuilt.get(k) != old.get(k))
     if changed:

@@ -189,6 +189,9 @@ def test_outside_config_and_task_run_resume_after_sigterm(tmp_path):
     steps = [m["step"] for m in read_metrics(killed / "metrics.jsonl") if m["split"] == "train"]
     assert steps == [5, 10, 15, 20, 25, 30, 35, 40]
     assert load_run_config(killed).pause_at == 25  # the config travels with the checkpoints
+    rebuilt, _ = load_run(killed)  # the task found again through the recorded config file
+    for a, b in zip(_leaves(model), _leaves(rebuilt), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_resume_refuses_a_config_that_changed(tmp_path):
