@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 
-from sciml.training import fit, make_optimizer, read_metrics
+from sciml.training import fit, make_optimizer, read_metrics, restore_model
 
 
 def heat_pairs(key, n, resolution=32, n_modes=6, kappa=0.01, t_final=0.1):
@@ -90,6 +90,21 @@ axes[1].plot(x, ut_test[0], "k", label="exact $u(x, T)$")
 axes[1].plot(x, second.model(u0_test[0]), "C1--", label="prediction")
 axes[1].legend()
 fig.tight_layout()
+
+# %% [markdown]
+# Checkpoints are plain arrays, so the trained model loads back for inference
+# without an optimiser: `restore_model` needs a model of the same structure,
+# here only its shapes (from `eqx.filter_eval_shape`, so nothing is computed).
+# The experiment runner (`sciml-run --config FILE`, see the experiments page)
+# runs this same loop from a config file and also stores the config in the
+# checkpoints, so a run directory alone rebuilds its model.
+
+# %%
+like = eqx.filter_eval_shape(
+    lambda: eqx.nn.MLP(32, 32, 64, 2, activation=jax.nn.gelu, key=jax.random.key(2))
+)
+restored = restore_model(workdir, like)
+print("restored model equals the trained one:", bool(eqx.tree_equal(restored, second.model)))
 
 # %% [markdown]
 # ## Inside Flax NNX

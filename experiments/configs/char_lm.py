@@ -9,12 +9,37 @@ curves must coincide (up to the Newton tolerance).
 
 import ml_collections
 
+from sciml.experiment import defaults
+
+
+def tiny(config: ml_collections.ConfigDict) -> None:
+    config.data.max_bytes = 200_000
+    config.data.seq_len = 32
+    config.data.val_windows = 8
+    config.model.width = 16
+    config.model.depth = 1
+    config.model.num_heads = 2
+    defaults.shrink_training(
+        config,
+        steps=20,
+        batch_size=4,
+        log_every=5,
+        eval_every=0,  # evaluated once, at the end
+        checkpoint_every=0,  # saved once, at the end
+        warmup_steps=5,
+    )
+
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.name = "char_lm"
-    config.task = "char_lm"
-    config.seed = 0
+    config = defaults.base_config(
+        "char_lm",
+        "experiments.tasks.char_lm",
+        steps=2000,
+        batch_size=16,
+        learning_rate=3e-3,
+        train={"log_every": 10},
+        optimizer={"warmup_steps": 50, "end_factor": 0.1},
+    )
 
     config.data = ml_collections.ConfigDict()
     config.data.max_bytes = 4_000_000  # of the stdlib's top-level *.py files, sorted by name
@@ -34,40 +59,4 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.newton.max_iter = 20
     config.newton.fallback = "sequential"
     config.newton.method = "auto"
-
-    steps = ml_collections.FieldReference(2000)
-    config.train = ml_collections.ConfigDict()
-    config.train.steps = steps
-    config.train.batch_size = 16
-    config.train.log_every = 10
-    config.train.eval_every = 500
-    config.train.checkpoint_every = 500
-    config.train.keep_checkpoints = 2
-    config.train.progress = True
-
-    config.optimizer = ml_collections.ConfigDict()
-    config.optimizer.name = "adam"
-    config.optimizer.learning_rate = 3e-3
-    config.optimizer.schedule = "cosine"
-    config.optimizer.warmup_steps = 50
-    config.optimizer.decay_steps = steps
-    config.optimizer.end_factor = 0.1
-    config.optimizer.clip_norm = 1.0
-
-    if variant == "tiny":
-        config.data.max_bytes = 200_000
-        config.data.seq_len = 32
-        config.data.val_windows = 8
-        config.model.width = 16
-        config.model.depth = 1
-        config.model.num_heads = 2
-        config.train.steps = 20
-        config.train.batch_size = 4
-        config.train.log_every = 5
-        config.train.eval_every = 0  # evaluated once, at the end
-        config.train.checkpoint_every = 0  # saved once, at the end
-        config.train.progress = False
-        config.optimizer.warmup_steps = 5
-    elif variant is not None:
-        raise ValueError(f"unknown variant {variant!r}; accepted: 'tiny'")
-    return config
+    return defaults.select_variant(config, variant, tiny=tiny)

@@ -7,11 +7,12 @@ variant (`darcy_fno.py:tiny`) runs in seconds for the test suite.
 
 import ml_collections
 
-from experiments.tasks.operators_common import base_config, make_tiny
+from experiments.configs._operators import base_config, make_tiny
+from sciml.experiment import defaults
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    config = base_config("darcy_fno", "operators_darcy", steps=3000)
+    config = base_config("darcy_fno", "experiments.tasks.operators_darcy", steps=3000)
     config.data = ml_collections.ConfigDict()
     config.data.n_train = 1000
     config.data.n_test = 100
@@ -20,11 +21,11 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.model.factorization = "dense"
     config.optimizer.learning_rate = 3e-3
 
-    if variant == "tiny":
-        make_tiny(config)
-        config.data.n_train = 32
-        config.data.n_test = 8
-        config.data.resolution = 17
-    elif variant is not None:
-        raise ValueError(f"unknown variant {variant!r}; accepted: 'tiny'")
-    return config
+    return defaults.select_variant(config, variant, tiny=tiny)
+
+
+def tiny(config: ml_collections.ConfigDict) -> None:
+    make_tiny(config)
+    config.data.n_train = 32
+    config.data.n_test = 8
+    config.data.resolution = 17

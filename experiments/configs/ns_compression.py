@@ -19,7 +19,7 @@ from experiments.configs.ns_tfno import get_config as ns_tfno_config
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = ns_tfno_config(variant)
     config.name = "ns_compression"
-    config.task = "operators_table"
+    config.task = "experiments.tasks.operators_table"
     config.model.padding_fraction = 1 / 16  # for the mg specs
     config.models = (
         "dense",

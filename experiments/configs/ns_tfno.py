@@ -11,11 +11,12 @@ at 128² (the same initial functions on the finer grid).
 
 import ml_collections
 
-from experiments.tasks.operators_common import base_config, make_tiny
+from experiments.configs._operators import base_config, make_tiny
+from sciml.experiment import defaults
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    config = base_config("ns_tfno", "operators_ns", steps=2000)
+    config = base_config("ns_tfno", "experiments.tasks.operators_ns", steps=2000)
     config.train.batch_size = 8
     config.data = ml_collections.ConfigDict()
     config.data.n_train = 1000
@@ -29,13 +30,13 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.model.factorization = "tucker"
     config.model.rank = 0.1
 
-    if variant == "tiny":
-        make_tiny(config)
-        config.data.n_train = 16
-        config.data.n_test = 4
-        config.data.resolution = 32
-        config.data.t_final = 0.1
-        config.data.dt = 1e-2
-    elif variant is not None:
-        raise ValueError(f"unknown variant {variant!r}; accepted: 'tiny'")
-    return config
+    return defaults.select_variant(config, variant, tiny=tiny)
+
+
+def tiny(config: ml_collections.ConfigDict) -> None:
+    make_tiny(config)
+    config.data.n_train = 16
+    config.data.n_test = 4
+    config.data.resolution = 32
+    config.data.t_final = 0.1
+    config.data.dt = 1e-2

@@ -10,12 +10,39 @@ and plots the transfer-function distance to HiPPO-LegS against the state size. T
 
 import ml_collections
 
+from sciml.experiment import defaults
+
+
+def tiny(config: ml_collections.ConfigDict) -> None:
+    config.plot_sizes = (4, 8)
+    config.data.length = 64
+    config.data.n_classes = 4
+    config.data.n_test = 64
+    config.model.d_model = 8
+    config.model.n_layers = 2
+    config.model.state_size = 8
+    defaults.shrink_training(
+        config,
+        steps=20,
+        batch_size=8,
+        log_every=10,
+        eval_every=0,
+        checkpoint_every=20,
+        warmup_steps=2,
+    )
+
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.name = "ptd_robustness"
-    config.task = "ptd_robustness"
-    config.seed = 0
+    config = defaults.base_config(
+        "ptd_robustness",
+        "experiments.tasks.ptd_robustness",
+        steps=500,
+        batch_size=32,
+        # no weight decay: the frozen parameters stay put
+        learning_rate=1e-2,
+        train={"eval_every": 0, "keep_checkpoints": 1},
+        optimizer={"warmup_steps": 50},
+    )
     config.noise_amplitude = 0.1  # test-time noise a·cos(ωt), a ~ noise_amplitude·U(0, 1)
     config.noise_sweep = (0.3, 1.0)  # further amplitudes reported and plotted
     config.plot_sizes = (8, 16, 32, 64, 128)
@@ -32,39 +59,4 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.model.state_size = 32  # S4D-LegS's top frequency at N = 32 is 325.4
     config.model.dt_min = 1e-3
     config.model.dt_max = 1e-1
-
-    steps = ml_collections.FieldReference(500)
-    config.train = ml_collections.ConfigDict()
-    config.train.steps = steps
-    config.train.batch_size = 32
-    config.train.log_every = 50
-    config.train.eval_every = 0
-    config.train.checkpoint_every = 500
-    config.train.keep_checkpoints = 1
-    config.train.progress = True
-
-    config.optimizer = ml_collections.ConfigDict()
-    config.optimizer.name = "adam"  # no weight decay: the frozen parameters stay put
-    config.optimizer.learning_rate = 1e-2
-    config.optimizer.schedule = "cosine"
-    config.optimizer.warmup_steps = 50
-    config.optimizer.decay_steps = steps
-    config.optimizer.clip_norm = 1.0
-
-    if variant == "tiny":
-        config.plot_sizes = (4, 8)
-        config.data.length = 64
-        config.data.n_classes = 4
-        config.data.n_test = 64
-        config.model.d_model = 8
-        config.model.n_layers = 2
-        config.model.state_size = 8
-        config.train.steps = 20
-        config.train.batch_size = 8
-        config.train.log_every = 10
-        config.train.checkpoint_every = 20
-        config.train.progress = False
-        config.optimizer.warmup_steps = 2
-    elif variant is not None:
-        raise ValueError(f"unknown variant {variant!r}; accepted: 'tiny'")
-    return config
+    return defaults.select_variant(config, variant, tiny=tiny)

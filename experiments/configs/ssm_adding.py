@@ -10,34 +10,23 @@ variant runs in seconds for the test suite.
 
 import ml_collections
 
-from experiments.configs.ssm_recall import model_config, train_config
+from experiments.configs.ssm_recall import SSM_OPTIMIZER, model_config, tiny
+from sciml.experiment import defaults
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.name = "ssm_adding"
-    config.task = "ssm_adding"
-    config.seed = 0
+    config = defaults.base_config(
+        "ssm_adding",
+        "experiments.tasks.ssm_adding",
+        steps=3000,
+        batch_size=32,
+        learning_rate=1e-2,
+        optimizer={**SSM_OPTIMIZER, "warmup_steps": 50},
+    )
     config.data = ml_collections.ConfigDict()
     config.data.length = 256
     config.data.n_test = 1024
     config.model = model_config()
     config.model.d_model = 32
     config.model.state_size = 32
-    config.train, config.optimizer = train_config(3000, 1e-2)
-    config.optimizer.warmup_steps = 50
-    if variant == "tiny":
-        config.data.length = 64
-        config.data.n_test = 64
-        config.model.d_model = 16
-        config.model.state_size = 16
-        config.train.steps = 20
-        config.train.batch_size = 8
-        config.train.log_every = 10
-        config.train.eval_every = 20
-        config.train.checkpoint_every = 20
-        config.train.progress = False
-        config.optimizer.warmup_steps = 2
-    elif variant is not None:
-        raise ValueError(f"unknown variant {variant!r}; accepted: 'tiny'")
-    return config
+    return defaults.select_variant(config, variant, tiny=tiny)

@@ -12,6 +12,8 @@ variant runs in seconds for the test suite.
 
 import ml_collections
 
+from sciml.experiment import defaults
+
 
 def model_config(layer: str = "s4d", init: str = "lin") -> ml_collections.ConfigDict:
     """Model keys shared by the SSM configs (see `experiments/tasks/ssm_common.py`)."""
@@ -36,56 +38,43 @@ def model_config(layer: str = "s4d", init: str = "lin") -> ml_collections.Config
     return model
 
 
-def train_config(
-    steps: int, lr: float
-) -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
-    """Training and optimiser keys: AdamW, cosine, (Λ, B, Δ) at lr 1e-3 without decay."""
-    steps = ml_collections.FieldReference(steps)
-    train = ml_collections.ConfigDict()
-    train.steps = steps
-    train.batch_size = 32
-    train.log_every = 50
-    train.eval_every = 500
-    train.checkpoint_every = 500
-    train.keep_checkpoints = 2
-    train.progress = True
-    optimizer = ml_collections.ConfigDict()
-    optimizer.name = "adamw"
-    optimizer.learning_rate = lr
-    optimizer.weight_decay = 0.01
-    optimizer.schedule = "cosine"
-    optimizer.warmup_steps = 100
-    optimizer.decay_steps = steps
-    optimizer.clip_norm = 1.0
-    optimizer.groups = ml_collections.ConfigDict(
-        {"ssm": {"learning_rate": 1e-3, "weight_decay": 0.0}}
+SSM_OPTIMIZER = {
+    # AdamW, cosine; (Λ, B, Δ) at lr 1e-3 without weight decay
+    "name": "adamw",
+    "weight_decay": 0.01,
+    "groups": {"ssm": {"learning_rate": 1e-3, "weight_decay": 0.0}},
+}
+
+
+def tiny(config: ml_collections.ConfigDict) -> None:
+    """The `tiny` variant of the SSM task configs."""
+    config.data.length = 64
+    config.data.n_test = 64
+    config.model.d_model = 16
+    config.model.state_size = 16
+    defaults.shrink_training(
+        config,
+        steps=20,
+        batch_size=8,
+        log_every=10,
+        eval_every=20,
+        checkpoint_every=20,
+        warmup_steps=2,
     )
-    return train, optimizer
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.name = "ssm_recall"
-    config.task = "ssm_recall"
-    config.seed = 0
+    config = defaults.base_config(
+        "ssm_recall",
+        "experiments.tasks.ssm_recall",
+        steps=3000,
+        batch_size=32,
+        learning_rate=1e-2,
+        optimizer=SSM_OPTIMIZER,
+    )
     config.data = ml_collections.ConfigDict()
     config.data.length = 1024
     config.data.n_classes = 8
     config.data.n_test = 1024
     config.model = model_config()
-    config.train, config.optimizer = train_config(3000, 1e-2)
-    if variant == "tiny":
-        config.data.length = 64
-        config.data.n_test = 64
-        config.model.d_model = 16
-        config.model.state_size = 16
-        config.train.steps = 20
-        config.train.batch_size = 8
-        config.train.log_every = 10
-        config.train.eval_every = 20
-        config.train.checkpoint_every = 20
-        config.train.progress = False
-        config.optimizer.warmup_steps = 2
-    elif variant is not None:
-        raise ValueError(f"unknown variant {variant!r}; accepted: 'tiny'")
-    return config
+    return defaults.select_variant(config, variant, tiny=tiny)

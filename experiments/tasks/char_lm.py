@@ -8,9 +8,9 @@ with the Python version. The last `val_fraction` of the bytes is held out.
 A residual [`RNNModel`][sciml.pararnn.RNNModel] is trained twice from the same
 initial parameters on the same batches: once with every recurrent layer in
 `"sequential"` mode (a `lax.scan`), once in `"newton"` mode (Newton's method
-with the implicit-function backward pass). Both runs go through
-`sciml.training.fit` in `workdir/<mode>/`; the summary compares their learning
-curves.
+with the implicit-function backward pass). Both runs go through the standard
+loop (`sciml.experiment.train_experiment`) in `workdir/<mode>/`; the summary
+compares their learning curves.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import math
 import sysconfig
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -26,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import count_params, fingerprint, train_kwargs
+from sciml.experiment import Experiment, count_params, train_experiment
 from sciml.pararnn import RNNModel
-from sciml.training import fit, make_optimizer, read_metrics
+from sciml.training import read_metrics
 
 
 MODES = ("sequential", "newton")
@@ -61,7 +60,7 @@ def cross_entropy(logits, targets):
     return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
 
 
-def run(config, workdir: Path) -> dict:
+def train_and_evaluate(config, workdir: Path) -> dict:
     data, model_cfg = config.data, config.model
     corpus, corpus_info = load_corpus(int(data.max_bytes))
     seq_len = int(data.seq_len)
@@ -112,34 +111,30 @@ def run(config, workdir: Path) -> dict:
             metrics["newton_fallbacks"] = sum(jnp.sum(d.fallback) for d in layers)
         return metrics
 
-    optimizer = make_optimizer(config.optimizer)
     summary: dict = {"n_params": count_params(model), **corpus_info}
     curves = {}
     for mode in MODES:
-        start = time.perf_counter()
-        result = fit(
-            model.with_mode(mode),
-            loss_fn,
-            batch_fn,
-            optimizer=optimizer,
+        trained = train_experiment(
+            Experiment(model.with_mode(mode), loss_fn, batch_fn, evaluate=evaluate),
+            config,
+            workdir / mode,
             key=train_key,
-            workdir=workdir / mode,
-            eval_fn=evaluate,
-            fingerprint={**fingerprint(config), "mode": mode},
+            tag={"mode": mode},
             description=f"{config.name} ({mode})",
-            **train_kwargs(config),
+            plots=False,
         )
-        summary[f"train_seconds_{mode}"] = time.perf_counter() - start
-        summary[f"final_loss_{mode}"] = result.metrics["loss"]
-        for key, value in result.metrics.items():
-            if key.startswith("eval_"):
-                name = key[len("eval_") :]
-                summary[name if name.startswith("newton_") else f"{name}_{mode}"] = value
+        result = trained.summary
+        summary[f"train_seconds_{mode}"] = result.pop("train_seconds")
+        summary[f"final_loss_{mode}"] = result.pop("final_loss")
+        steps = result.pop("steps")
+        result.pop("n_params")
+        for name, value in result.items():
+            summary[name if name.startswith("newton_") else f"{name}_{mode}"] = value
         train_log = [
             m for m in read_metrics(workdir / mode / "metrics.jsonl") if m["split"] == "train"
         ]
         curves[mode] = {int(m["step"]): float(m["loss"]) for m in train_log}
-    summary["steps"] = result.step
+    summary["steps"] = steps
     common = sorted(set(curves["sequential"]) & set(curves["newton"]))
     summary["max_abs_loss_difference"] = max(
         (abs(curves["sequential"][s] - curves["newton"][s]) for s in common), default=None

@@ -15,85 +15,12 @@ from pathlib import Path
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
-from experiments.common import Experiment
+from experiments.configs._operators import model_config as model_config
+from sciml.experiment import Experiment
 from sciml.operators import FNO, MGTFNO, h1_loss, relative_lp_loss
 from sciml.training import peak_memory_bytes
-
-
-def model_config(**overrides) -> ml_collections.ConfigDict:
-    """Default `config.model` of the operator experiments (neuraloperator's names)."""
-    cfg = ml_collections.ConfigDict()
-    cfg.kind = "fno"  # "fno" or "mgtfno"
-    cfg.n_modes = (12, 12)
-    cfg.hidden_channels = 32
-    cfg.n_layers = 4
-    cfg.factorization = "dense"  # "dense", "cp", "tucker", "tt"
-    cfg.rank = 0.1
-    cfg.joint_factorization = False
-    cfg.implementation = "factorized"
-    cfg.domain_padding = 0.0
-    cfg.lifting_channel_ratio = 2
-    cfg.projection_channel_ratio = 2
-    cfg.channel_mlp_skip = "soft-gating"
-    cfg.fno_skip = "linear"
-    cfg.levels = 1  # MG-TFNO only
-    cfg.padding_fraction = 0.125
-    cfg.stitching = True
-    cfg.update(overrides)
-    return cfg
-
-
-def base_config(name: str, task: str, steps: int) -> ml_collections.ConfigDict:
-    """The keys every operator config shares: run, `train.*` and `optimizer.*`.
-
-    Adam with weight decay 1e-4 and a cosine schedule over `train.steps`
-    (neuraloperator's recipe uses AdamW-style decay and a step schedule; cosine
-    needs no tuning of the step boundaries when `train.steps` is overridden).
-    """
-    config = ml_collections.ConfigDict()
-    config.name = name
-    config.task = task
-    config.seed = 0
-    config.model = model_config()
-
-    steps = ml_collections.FieldReference(steps)
-    config.train = ml_collections.ConfigDict()
-    config.train.steps = steps
-    config.train.batch_size = 16
-    config.train.loss = "h1"
-    config.train.log_every = 50
-    config.train.eval_every = 500
-    config.train.checkpoint_every = 500
-    config.train.keep_checkpoints = 2
-    config.train.progress = True
-
-    config.optimizer = ml_collections.ConfigDict()
-    config.optimizer.name = "adamw"
-    config.optimizer.learning_rate = 2e-3
-    config.optimizer.weight_decay = 1e-4
-    config.optimizer.schedule = "cosine"
-    config.optimizer.warmup_steps = 50
-    config.optimizer.decay_steps = steps
-    config.optimizer.clip_norm = 1.0
-    return config
-
-
-def make_tiny(config: ml_collections.ConfigDict, steps: int = 60) -> None:
-    """Shrinks `config` in place to a seconds-long smoke run (the `:tiny` variants)."""
-    config.model.n_modes = (6, 6)
-    config.model.hidden_channels = 8
-    config.model.n_layers = 2
-    config.train.steps = steps
-    config.train.batch_size = 4
-    config.train.log_every = 10
-    config.train.eval_every = steps
-    config.train.checkpoint_every = steps
-    config.train.progress = False
-    config.optimizer.warmup_steps = 5
-    config.optimizer.learning_rate = 1e-2
 
 
 def build_model(cfg, in_channels: int, out_channels: int, key) -> eqx.Module:
@@ -104,8 +31,8 @@ def build_model(cfg, in_channels: int, out_channels: int, key) -> eqx.Module:
         rank=float(cfg.rank),
         joint_factorization=bool(cfg.joint_factorization),
         implementation=cfg.implementation,
-        lifting_channel_ratio=cfg.lifting_channel_ratio,
-        projection_channel_ratio=cfg.projection_channel_ratio,
+        lifting_channel_ratio=float(cfg.lifting_channel_ratio),
+        projection_channel_ratio=float(cfg.projection_channel_ratio),
         channel_mlp_skip=cfg.channel_mlp_skip,
         fno_skip=cfg.fno_skip,
         domain_padding=float(cfg.domain_padding) or None,

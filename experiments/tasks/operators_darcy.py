@@ -15,8 +15,8 @@ import functools
 
 import numpy as np
 
-from experiments.common import Experiment
 from experiments.tasks.operators_common import OperatorData, build_experiment
+from sciml.experiment import Experiment, train_experiment
 
 
 @functools.lru_cache(maxsize=4)
@@ -48,3 +48,7 @@ def build(config) -> Experiment:
         domain_length_2x=(2 * s - 1) / (2 * s - 2),
         labels=("coefficient a", "pressure u"),
     )
+
+
+def train_and_evaluate(config, workdir) -> dict:
+    return train_experiment(build(config), config, workdir).summary

@@ -13,8 +13,8 @@ import functools
 
 import numpy as np
 
-from experiments.common import Experiment
 from experiments.tasks.operators_common import OperatorData, build_experiment
+from sciml.experiment import Experiment, train_experiment
 
 
 @functools.lru_cache(maxsize=4)
@@ -72,3 +72,7 @@ def experiment(config, data: OperatorData, model_cfg=None) -> Experiment:
 
 def build(config) -> Experiment:
     return experiment(config, data_from_config(config))
+
+
+def train_and_evaluate(config, workdir) -> dict:
+    return train_experiment(build(config), config, workdir).summary

@@ -25,16 +25,15 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 from pathlib import Path
 
 import jax
 import ml_collections
 
-from experiments.common import count_params, train_kwargs
 from experiments.tasks.operators_common import build_model, train_step_memory
 from experiments.tasks.operators_ns import data_from_config, experiment
-from sciml.training import Checkpointer, fit, make_optimizer
+from sciml.experiment import count_params, train_experiment
+from sciml.training import make_optimizer
 
 
 SPEC = re.compile(
@@ -75,30 +74,16 @@ def train_model(config, spec: str, data, model_dir: Path) -> dict:
     optimizer = make_optimizer(config.optimizer)
     batch = exp.batch_fn(0, jax.random.key(0))
     memory = train_step_memory(exp.model, exp.loss_fn, batch, optimizer)
-    checkpointer = Checkpointer(model_dir / "checkpoints")
-    first_step = checkpointer.latest_step() or 0  # > 0 when resuming
-    checkpointer.close()
-    start = time.perf_counter()
-    result = fit(
-        exp.model,
-        exp.loss_fn,
-        exp.batch_fn,
-        optimizer=optimizer,
-        key=jax.random.key(int(config.seed) + 1),
-        workdir=model_dir,
-        eval_fn=exp.evaluate,
-        fingerprint={"name": str(config.name), "task": str(config.task), "model": spec},
-        description=spec,
-        **train_kwargs(config),
+    trained = train_experiment(
+        exp, config, model_dir, tag={"model": spec}, description=spec, plots=False
     )
-    seconds = time.perf_counter() - start
-    steps_run = result.step - first_step
+    steps, steps_run = trained.result.step, trained.result.step - trained.result.start_step
     row = {
-        "n_params": count_params(result.model),
+        "n_params": trained.summary["n_params"],
         # a resumed model is timed over the steps of its last invocation
-        "train_seconds": seconds * result.step / max(steps_run, 1),
+        "train_seconds": trained.summary["train_seconds"] * steps / max(steps_run, 1),
         "peak_memory_mb": None if memory is None else memory / 2**20,
-        **{k: result.metrics.get(f"eval_{k}") for k in METRICS},
+        **{k: trained.summary.get(k) for k in METRICS},
     }
     done.write_text(json.dumps(row, indent=2) + "\n")
     return row
@@ -145,7 +130,7 @@ def plot_compression(rows: dict[str, dict], plot_dir: Path) -> None:
     plt.close(fig)
 
 
-def run(config, workdir: Path) -> dict:
+def train_and_evaluate(config, workdir: Path) -> dict:
     specs = [s.strip() for s in config.models]
     for spec in specs:  # every spec is checked before any work starts
         parse_spec(spec, config.model)

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments.common import count_params, fingerprint, train_kwargs
+from sciml.experiment import Experiment, train_experiment
 from sciml.ssm import (
     S4D,
     diagonal_system,
@@ -47,7 +47,6 @@ from sciml.ssm import (
     plot_convergence,
     transfer_distance,
 )
-from sciml.training import fit, make_optimizer
 
 
 # name: (S4D init options, the same options for `diagonal_system`)
@@ -135,7 +134,7 @@ def _predict(model, x, amplitudes, omega):
     return jax.vmap(lambda x, a: model(x, a, omega))(x, amplitudes)
 
 
-def run(config, workdir) -> dict:
+def train_and_evaluate(config, workdir) -> dict:
     import matplotlib.pyplot as plt
 
     workdir = Path(workdir)
@@ -172,29 +171,27 @@ def run(config, workdir) -> dict:
             key=key_model,
             **options,
         )
-        result = fit(
-            model,
-            loss_fn,
-            batch_fn,
-            optimizer=make_optimizer(config.optimizer),
+        trained = train_experiment(
+            Experiment(model, loss_fn, batch_fn),
+            config,
+            workdir / "checkpoints" / name,
             key=key_train,
-            workdir=workdir / "checkpoints" / name,
-            fingerprint={**fingerprint(config), "model": name},
+            tag={"model": name},
             description=name,
-            **train_kwargs(config),
+            plots=False,
         )
-        summary[f"{name}.clean_accuracy"], _ = evaluate(result.model, x_test, y_test)
+        summary[f"{name}.clean_accuracy"], _ = evaluate(trained.model, x_test, y_test)
         curves[name] = []
         for amplitude in sweep:
-            acc, change = evaluate(result.model, x_test, y_test, amplitude * unit, omega)
+            acc, change = evaluate(trained.model, x_test, y_test, amplitude * unit, omega)
             curves[name].append(acc)
             summary[f"{name}.noisy_accuracy_at_{amplitude:g}"] = acc
             summary[f"{name}.logit_change_at_{amplitude:g}"] = change
             if amplitude == config.noise_amplitude:
                 summary[f"{name}.noisy_accuracy"] = acc
                 summary[f"{name}.logit_change"] = change
-        summary[f"{name}.final_loss"] = result.metrics.get("loss")
-        summary[f"{name}.n_params"] = count_params(result.model)
+        summary[f"{name}.final_loss"] = trained.summary["final_loss"]
+        summary[f"{name}.n_params"] = trained.summary["n_params"]
         summary[f"{name}.transfer_distance"] = transfer_distance(
             *diagonal_system(model_cfg.state_size, **options)
         )

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.common import Experiment
+from sciml.experiment import Experiment, train_experiment
 
 
 def heat_data(key, n: int, resolution: int, n_modes: int, diffusivity: float, t_final: float):
@@ -85,3 +85,8 @@ def build(config) -> Experiment:
         plt.close(fig)
 
     return Experiment(model=model, loss_fn=loss_fn, batch_fn=batch_fn, evaluate=evaluate, plot=plot)
+
+
+def train_and_evaluate(config, workdir: Path) -> dict:
+    """Trains the MLP with the standard loop; the summary holds `test_rel_l2`."""
+    return train_experiment(build(config), config, workdir).summary

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments.common import Experiment
+from sciml.experiment import Experiment
 from sciml.ssm import SequenceModel, ssm_labels
 
 

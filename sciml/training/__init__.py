@@ -3,8 +3,15 @@
 from ._checkpoint import (
     Checkpointer as Checkpointer,
     CheckpointMismatchError as CheckpointMismatchError,
+    read_run_config as read_run_config,
+    restore_model as restore_model,
 )
-from ._fit import FitResult as FitResult, NonFiniteLossError as NonFiniteLossError, fit as fit
+from ._fit import (
+    FitResult as FitResult,
+    NonFiniteLossError as NonFiniteLossError,
+    fit as fit,
+    sigterm_as_interrupt as sigterm_as_interrupt,
+)
 from ._memory import peak_memory_bytes as peak_memory_bytes
 from ._metrics import MetricsWriter as MetricsWriter, read_metrics as read_metrics
 from ._optim import make_optimizer as make_optimizer, make_schedule as make_schedule

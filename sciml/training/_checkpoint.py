@@ -3,7 +3,11 @@
 A checkpoint holds the model's arrays, the optimiser state, the PRNG key and
 the step, stored as plain lists of arrays plus a JSON metadata item (never
 pickled objects), so it loads in any later version of the code that builds the
-same model. Writes are atomic: orbax writes to a temporary folder and renames it.
+same model. The metadata also holds the run's config when the trainer passes
+one, so a model can be rebuilt from the run directory alone: build a model of
+that config (or only its shapes, with `eqx.filter_eval_shape`) and call
+[`restore_model`][sciml.training.restore_model]. Writes are atomic: orbax writes
+to a temporary folder and renames it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ def _abstract(leaves: list[jax.Array]) -> list[jax.ShapeDtypeStruct]:
     return [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves]
 
 
+def _is_array_like(x: Any) -> bool:
+    return eqx.is_array(x) or isinstance(x, jax.ShapeDtypeStruct)
+
+
+def checkpoint_dir(path: str | Path) -> Path:
+    """`path/checkpoints` when that folder exists (a run directory), else `path`."""
+    path = Path(path)
+    return path / "checkpoints" if (path / "checkpoints").is_dir() else path
+
+
 class Checkpointer:
     """Saves and restores `(model, opt_state, key, step)` in `directory`.
 
@@ -44,13 +58,23 @@ class Checkpointer:
     - `fingerprint`: a small JSON-able dict naming the run (e.g. experiment name
       and task). Restoring from a folder written with a different fingerprint
       raises `CheckpointMismatchError` instead of loading foreign weights.
+    - `run_config`: the run's config as JSON data, stored in every checkpoint's
+      metadata (read back with `metadata()["config"]`).
     """
 
-    def __init__(self, directory: str | Path, *, keep: int = 3, fingerprint: dict | None = None):
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        keep: int = 3,
+        fingerprint: dict | None = None,
+        run_config: dict | None = None,
+    ):
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}.")
         self.directory = Path(directory).absolute()
         self.fingerprint = dict(fingerprint or {})
+        self.run_config = run_config
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, create=True, enable_async_checkpointing=False
         )
@@ -79,6 +103,8 @@ class Checkpointer:
             "key": jax.random.key_data(key) if typed else key,
         }
         meta = {"step": int(step), "typed_key": bool(typed), "fingerprint": self.fingerprint}
+        if self.run_config is not None:
+            meta["config"] = self.run_config
         self._manager.save(
             int(step),
             args=ocp.args.Composite(
@@ -139,5 +165,81 @@ class Checkpointer:
             key = jax.random.wrap_key_data(key)
         return model, opt_state, key, int(step)
 
+    def restore_model(self, model_like: Any, step: int | None = None) -> Any:
+        """Loads only the model of checkpoint `step` (the latest when None).
+
+        `model_like` gives the structure: a model of the same config, or its
+        abstract version from `eqx.filter_eval_shape` (arrays as
+        `jax.ShapeDtypeStruct`s, so nothing is computed to build it). The
+        optimiser state and key are read into targets built from the saved
+        metadata, so no optimiser is needed. The fingerprint is not checked.
+        """
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"No checkpoint in {self.directory}.")
+        params, static = eqx.partition(model_like, _is_array_like)
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        saved = self._manager.item_metadata(step)["state"]
+        shapes = [tuple(m.shape) for m in saved["model"]]
+        if shapes != [tuple(np.shape(x)) for x in leaves]:
+            raise CheckpointMismatchError(
+                f"The model in checkpoint {step} of {self.directory} has array shapes "
+                f"{shapes[:4]}... which do not match model_like; build it from the run's config."
+            )
+        target = {
+            "model": [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves],
+            "opt_state": [
+                jax.ShapeDtypeStruct(tuple(m.shape), m.dtype) for m in saved["opt_state"]
+            ],
+            "key": jax.ShapeDtypeStruct(tuple(saved["key"].shape), jnp.uint32),
+        }
+        restored = self._manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
+        )["state"]
+        return eqx.combine(jax.tree_util.tree_unflatten(treedef, restored["model"]), static)
+
     def close(self) -> None:
         self._manager.close()
+
+
+def read_run_config(path: str | Path, step: int | None = None) -> dict | None:
+    """The run config stored in the metadata of checkpoint `step` (latest when None).
+
+    `path` is a run directory or its `checkpoints/` folder. Returns None when
+    there is no checkpoint or it holds no config.
+    """
+    directory = checkpoint_dir(path)
+    if not directory.is_dir():
+        return None
+    checkpointer = Checkpointer(directory)
+    try:
+        if checkpointer.latest_step() is None:
+            return None
+        return checkpointer.metadata(step).get("config")
+    finally:
+        checkpointer.close()
+
+
+def restore_model(run_dir: str | Path, model_like: Any, *, step: int | None = None) -> Any:
+    """Loads a trained model from a run directory, for inference (no optimiser needed).
+
+    **Arguments:**
+
+    - `run_dir`: a run directory (holding `checkpoints/`), or a checkpoint
+      folder itself.
+    - `model_like`: a model of the same structure, e.g. built from the run's
+      config (see [`read_run_config`][sciml.training.read_run_config]), or
+      `eqx.filter_eval_shape(build, ...)` of it; only its structure, shapes,
+      dtypes and non-array fields are used.
+    - `step`: the checkpoint to load (default: the latest).
+
+    **Returns:** `model_like` with the checkpoint's arrays.
+    """
+    directory = checkpoint_dir(run_dir)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"No checkpoint folder in {run_dir}.")
+    checkpointer = Checkpointer(directory)
+    try:
+        return checkpointer.restore_model(model_like, step)
+    finally:
+        checkpointer.close()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +32,61 @@ class FitResult:
 
     - `model`, `opt_state`: the trained model and optimiser state;
     - `step`: the number of steps done in total (including resumed ones);
-    - `metrics`: the last logged training metrics and the last evaluation.
+    - `metrics`: the last logged training metrics and the last evaluation;
+    - `start_step`: the step this call resumed from (0 for a fresh run).
     """
 
     model: Any
     opt_state: Any
     step: int
-    metrics: dict[str, float]
+    metrics: dict[str, float | int]
     key: jax.Array | None = None
+    start_step: int = 0
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Turns SIGTERM into `KeyboardInterrupt` inside the block (main thread only).
+
+    A cluster sends SIGTERM before it pre-empts a job; training then takes the
+    same graceful path as Ctrl-C (check the pending steps, checkpoint them).
+    Only the first signal interrupts, so the checkpoint that follows is not cut
+    short by a second one. The previous handler is restored on exit.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
+
+    def handler(signum, frame):
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _resumed_metrics(writer: MetricsWriter, start: int) -> dict[str, float]:
+    """The last training and evaluation metrics logged up to `start`."""
+    from ._metrics import read_metrics
+
+    metrics: dict[str, float] = {}
+    for record in read_metrics(writer.path):
+        if record.get("step", 0) > start:
+            continue
+        values = {k: v for k, v in record.items() if k != "split"}
+        if record.get("split") == "eval":
+            values.pop("step", None)
+            metrics.update({f"eval_{k}": v for k, v in values.items()})
+        else:
+            metrics.update(values)
+    return metrics
 
 
 _split3 = jax.jit(lambda key: tuple(jax.random.split(key, 3)))
@@ -93,6 +144,7 @@ def fit(
     progress: bool = True,
     fingerprint: dict | None = None,
     description: str = "train",
+    run_config: dict | None = None,
 ) -> FitResult:
     """Trains `model` for `steps` optimiser steps.
 
@@ -104,10 +156,14 @@ def fit(
     `jax.jit` when it indexes arrays (eager gathers cost about a millisecond).
 
     With a `workdir`, checkpoints go to `workdir/checkpoints` (every
-    `checkpoint_every` steps, at the end, and when interrupted by Ctrl-C),
-    metrics to `workdir/metrics.jsonl`. If `workdir/checkpoints` already holds
-    checkpoints, training resumes from the latest one. `fingerprint` names the
-    run; a checkpoint folder written by another run is refused.
+    `checkpoint_every` steps, at the end, and when interrupted by Ctrl-C or
+    SIGTERM), metrics to `workdir/metrics.jsonl`. If `workdir/checkpoints`
+    already holds checkpoints, training resumes from the latest one (printing
+    `resuming from step N of M`); the metric lines logged after that checkpoint
+    are dropped and recomputed, and a finished run called again writes no new
+    lines. `fingerprint` names the run; a checkpoint folder written by another
+    run is refused. `run_config` (JSON data) is stored in each checkpoint's
+    metadata, so the model can be rebuilt from the run directory.
 
     A non-finite loss or gradient raises `NonFiniteLossError` naming the step;
     no checkpoint is written after it.
@@ -125,19 +181,24 @@ def fit(
     opt_state = init_opt_state(optimizer, model)
     start = 0
     checkpointer = writer = None
+    metrics: dict[str, float] = {}
     if workdir is not None:
         workdir = Path(workdir)
         checkpointer = Checkpointer(
-            workdir / "checkpoints", keep=keep_checkpoints, fingerprint=fingerprint
+            workdir / "checkpoints",
+            keep=keep_checkpoints,
+            fingerprint=fingerprint,
+            run_config=run_config,
         )
         writer = MetricsWriter(workdir / "metrics.jsonl")
         if checkpointer.latest_step() is not None:
             model, opt_state, key, start = checkpointer.restore(model, opt_state)
             writer.truncate_after(start)
+            metrics.update(_resumed_metrics(writer, start))
+            print(f"{description}: resuming from step {start} of {steps}", file=sys.stderr)
 
     train_step = make_train_step(loss_fn, optimizer)
     pending = _Pending()
-    metrics: dict[str, float] = {}
     bar = tqdm(
         total=steps,
         initial=min(start, steps),
@@ -164,7 +225,7 @@ def fit(
     def evaluate(model: Any, step: int) -> None:
         results = {k: _as_float(v) for k, v in eval_fn(model).items()}
         metrics.update({f"eval_{k}": v for k, v in results.items()})
-        if writer is not None:
+        if writer is not None and step > start:  # a finished run re-run logs nothing
             writer.write({"split": "eval", "step": step, **results})
 
     def save(state: tuple) -> None:
@@ -175,35 +236,38 @@ def fit(
     # The whole training state is one tuple, replaced by a single assignment, so
     # an interrupt never sees a model and a step counter that disagree.
     state = (model, opt_state, key, start)
-    try:
-        while state[3] < steps:
+    with sigterm_as_interrupt():
+        try:
+            while state[3] < steps:
+                model, opt_state, key, step = state
+                key, batch_key, loss_key = _split3(key)
+                batch = batch_fn(step, batch_key)
+                model, opt_state, loss, aux = train_step(model, opt_state, batch, loss_key)
+                step += 1
+                pending.add(step, loss, aux)
+                state = (model, opt_state, key, step)
+                bar.update(1)
+                at_checkpoint = checkpoint_every and step % checkpoint_every == 0
+                if step % log_every == 0 or at_checkpoint or step == steps:
+                    log(step)
+                if at_checkpoint:
+                    save(state)
+                if eval_fn is not None and eval_every and step % eval_every == 0:
+                    evaluate(model, step)
             model, opt_state, key, step = state
-            key, batch_key, loss_key = _split3(key)
-            batch = batch_fn(step, batch_key)
-            model, opt_state, loss, aux = train_step(model, opt_state, batch, loss_key)
-            step += 1
-            pending.add(step, loss, aux)
-            state = (model, opt_state, key, step)
-            bar.update(1)
-            at_checkpoint = checkpoint_every and step % checkpoint_every == 0
-            if step % log_every == 0 or at_checkpoint or step == steps:
-                log(step)
-            if at_checkpoint:
-                save(state)
-            if eval_fn is not None and eval_every and step % eval_every == 0:
+            log(step)
+            if eval_fn is not None and not (eval_every and step % eval_every == 0 and step > start):
                 evaluate(model, step)
-        model, opt_state, key, step = state
-        log(step)
-        if eval_fn is not None and not (eval_every and step % eval_every == 0 and step > start):
-            evaluate(model, step)
-        save(state)
-    except KeyboardInterrupt:
-        # Keep finished work: check the pending steps, then checkpoint them.
-        log(state[3])
-        save(state)
-        raise
-    finally:
-        bar.close()
-        if checkpointer is not None:
-            checkpointer.close()
-    return FitResult(model=model, opt_state=opt_state, step=step, metrics=metrics, key=key)
+            save(state)
+        except KeyboardInterrupt:
+            # Keep finished work: check the pending steps, then checkpoint them.
+            log(state[3])
+            save(state)
+            raise
+        finally:
+            bar.close()
+            if checkpointer is not None:
+                checkpointer.close()
+    return FitResult(
+        model=model, opt_state=opt_state, step=step, metrics=metrics, key=key, start_step=start
+    )

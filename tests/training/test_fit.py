@@ -20,6 +20,8 @@ from sciml.training import (
     init_opt_state,
     make_optimizer,
     read_metrics,
+    read_run_config,
+    restore_model,
 )
 
 
@@ -198,3 +200,70 @@ def test_metrics_are_plain_json(tmp_path, getkey):
     )
     for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
         assert isinstance(json.loads(line)["loss"], float)
+
+
+def test_sigterm_checkpoints_like_ctrl_c_and_restores_the_handler(tmp_path, getkey):
+    model, loss_fn, batch_fn = _toy(getkey)
+
+    def terminated(step, key):
+        if step == 7:
+            os.kill(os.getpid(), signal.SIGTERM)  # what a cluster sends before pre-emption
+        return batch_fn(step, key)
+
+    def handler(signum, frame):
+        raise AssertionError("the previous handler ran during fit")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fit(
+                model,
+                loss_fn,
+                terminated,
+                optimizer=make_optimizer({}),
+                steps=20,
+                key=getkey(),
+                workdir=tmp_path,
+                checkpoint_every=100,
+                progress=False,
+            )
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert Checkpointer(tmp_path / "checkpoints").latest_step() == 7
+
+
+def test_restore_model_needs_no_optimizer(tmp_path, getkey):
+    model, loss_fn, batch_fn = _toy(getkey)
+    result = fit(
+        model,
+        loss_fn,
+        batch_fn,
+        optimizer=make_optimizer({"name": "adamw", "weight_decay": 1e-2, "clip_norm": 1.0}),
+        steps=30,
+        key=getkey(),
+        workdir=tmp_path,
+        progress=False,
+        run_config={"model": {"in": 2, "out": 1}},
+    )
+    config = read_run_config(tmp_path)
+    assert config == {"model": {"in": 2, "out": 1}}
+    like = eqx.filter_eval_shape(eqx.nn.Linear, config["model"]["in"], 1, key=getkey())
+    restored = restore_model(tmp_path, like)
+    assert bool(eqx.tree_equal(restored, result.model))
+    # a finished run called again trains nothing and logs nothing new
+    lines = (tmp_path / "metrics.jsonl").read_text()
+    again = fit(
+        model,
+        loss_fn,
+        batch_fn,
+        optimizer=make_optimizer({"name": "adamw", "weight_decay": 1e-2, "clip_norm": 1.0}),
+        steps=30,
+        key=getkey(),
+        workdir=tmp_path,
+        progress=False,
+    )
+    assert (tmp_path / "metrics.jsonl").read_text() == lines
+    assert again.metrics["loss"] == result.metrics["loss"] and again.start_step == 30
+    with pytest.raises(CheckpointMismatchError, match="shapes"):
+        restore_model(tmp_path, eqx.nn.Linear(3, 1, key=getkey()))

@@ -1,0 +1,65 @@
+"""Config blocks shared by the neural-operator configs (not a config itself)."""
+
+import ml_collections
+
+from sciml.experiment import defaults
+
+
+def model_config(**overrides) -> ml_collections.ConfigDict:
+    """Default `config.model` of the operator experiments (neuraloperator's names)."""
+    cfg = ml_collections.ConfigDict()
+    cfg.kind = "fno"  # "fno" or "mgtfno"
+    cfg.n_modes = (12, 12)
+    cfg.hidden_channels = 32
+    cfg.n_layers = 4
+    cfg.factorization = "dense"  # "dense", "cp", "tucker", "tt"
+    cfg.rank = 0.1
+    cfg.joint_factorization = False
+    cfg.implementation = "factorized"
+    cfg.domain_padding = 0.0
+    cfg.lifting_channel_ratio = 2
+    cfg.projection_channel_ratio = 2
+    cfg.channel_mlp_skip = "soft-gating"
+    cfg.fno_skip = "linear"
+    cfg.levels = 1  # MG-TFNO only
+    cfg.padding_fraction = 0.125
+    cfg.stitching = True
+    cfg.update(overrides)
+    return cfg
+
+
+def base_config(name: str, task: str, steps: int) -> ml_collections.ConfigDict:
+    """The keys every operator config shares: run, `model.*`, `train.*` and `optimizer.*`.
+
+    Adam with weight decay 1e-4 and a cosine schedule over `train.steps`
+    (neuraloperator's recipe uses AdamW-style decay and a step schedule; cosine
+    needs no tuning of the step boundaries when `train.steps` is overridden).
+    """
+    config = defaults.base_config(
+        name,
+        task,
+        steps=steps,
+        batch_size=16,
+        learning_rate=2e-3,
+        train={"loss": "h1"},
+        optimizer={"name": "adamw", "weight_decay": 1e-4, "warmup_steps": 50},
+    )
+    config.model = model_config()
+    return config
+
+
+def make_tiny(config: ml_collections.ConfigDict, steps: int = 60) -> None:
+    """Shrinks `config` in place to a seconds-long smoke run (the `:tiny` variants)."""
+    config.model.n_modes = (6, 6)
+    config.model.hidden_channels = 8
+    config.model.n_layers = 2
+    config.optimizer.learning_rate = 1e-2
+    defaults.shrink_training(
+        config,
+        steps=steps,
+        batch_size=4,
+        log_every=10,
+        eval_every=steps,
+        checkpoint_every=steps,
+        warmup_steps=5,
+    )

@@ -1,0 +1,37 @@
+"""The experiment runner: config files or modules, task modules, run directories, resume.
+
+A task module defines `train_and_evaluate(config, workdir) -> summary`; a
+config file defines `get_config(variant) -> ml_collections.ConfigDict` whose
+`task` key names the task (a dotted module path or a `.py` path relative to the
+config file). `sciml-run --config FILE[:variant]` (or `python -m sciml.experiment`)
+runs it; see `docs/experiments.md`.
+"""
+
+from . import defaults as defaults
+from ._config import (
+    ConfigSource as ConfigSource,
+    load_config as load_config,
+    load_source as load_source,
+    source_of as source_of,
+)
+from ._errors import ConfigError as ConfigError
+from ._overrides import apply_overrides as apply_overrides, parse_value as parse_value
+from ._plots import plot_loss as plot_loss
+from ._run_dir import load_run as load_run, load_run_config as load_run_config
+from ._runner import (
+    check_workdir as check_workdir,
+    default_workdir as default_workdir,
+    main as main,
+    main_from_config as main_from_config,
+    parse as parse,
+    validate as validate,
+)
+from ._standard import (
+    Experiment as Experiment,
+    Trained as Trained,
+    count_params as count_params,
+    fingerprint as fingerprint,
+    train_experiment as train_experiment,
+    train_kwargs as train_kwargs,
+)
+from ._task import resolve_task as resolve_task, task_name as task_name

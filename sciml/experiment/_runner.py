@@ -1,0 +1,229 @@
+"""The runner: a config and its task -> a run directory with a summary.
+
+```
+sciml-run --config FILE[:variant] | MODULE[:variant] \
+    [--config.KEY=VALUE ...] [--workdir DIR] [--resume RUN_DIR]
+```
+
+(`python -m sciml.experiment` and `python -m experiments.run` are the same
+command.) Writes `config.json`, `source.json`, `metrics.jsonl`, `checkpoints/`,
+`plots/*.png` and `summary.json` under `runs/<name>/<timestamp>/` (or
+`--workdir DIR`). A run directory that already holds checkpoints of the same
+experiment is resumed from the latest one. `--resume RUN_DIR` calls the recorded
+config's `get_config` again with the recorded overrides plus the new ones, so
+linked fields (a schedule's `decay_steps`) follow a raised `train.steps`. Every
+check on the config (file, `get_config`, keys, value types, task) runs before
+any work starts, and nothing on disk is overwritten when one fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from ._config import (
+    ConfigSource,
+    attach_source,
+    config_json,
+    load_config,
+    load_source,
+    source_of,
+)
+from ._errors import ConfigError
+from ._overrides import apply_overrides, split_overrides
+from ._task import resolve_task, task_name
+
+
+REQUIRED_KEYS = (
+    "name",
+    "task",
+    "seed",
+    "train.steps",
+    "train.log_every",
+    "train.eval_every",
+    "train.checkpoint_every",
+    "train.keep_checkpoints",
+)
+CONFIG_FILE = "config.json"
+SOURCE_FILE = "source.json"
+SUMMARY_FILE = "summary.json"
+
+
+def _task_directory(config: ml_collections.ConfigDict) -> Path | None:
+    source = source_of(config)
+    return None if source is None else source.directory
+
+
+def task_module(config: ml_collections.ConfigDict):
+    """The task module of `config` (relative file paths against the config's folder)."""
+    return resolve_task(str(config.task), _task_directory(config))
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+    """Checks the keys every config has and that its task module exists."""
+    for key in REQUIRED_KEYS:
+        node = config
+        for part in key.split("."):
+            if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+                raise ConfigError(f"config key {key!r} is missing (see docs/experiments.md).")
+            node = node[part]
+    if int(config.train.steps) < 0:
+        raise ConfigError(f"config key 'train.steps' must be >= 0, got {config.train.steps}.")
+    task_module(config)
+
+
+def check_workdir(config: ml_collections.ConfigDict, workdir: Path) -> None:
+    """Refuses a run directory that belongs to another experiment."""
+    saved = workdir / CONFIG_FILE
+    if saved.exists():
+        other = json.loads(saved.read_text())
+        theirs = (other.get("name"), task_name(str(other.get("task"))))
+        if theirs != (config.name, task_name(str(config.task))):
+            raise ConfigError(
+                f"{workdir} holds a run of experiment {other.get('name')!r} "
+                f"(task {other.get('task')!r}), not {config.name!r}; choose another --workdir."
+            )
+    elif workdir.exists() and any(workdir.iterdir()):
+        raise ConfigError(f"{workdir} is not empty and holds no {CONFIG_FILE}; choose another.")
+
+
+def default_workdir(config: ml_collections.ConfigDict, root: Path = Path("runs")) -> Path:
+    """`root/<name>/<timestamp>`, with a suffix if that folder exists."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    workdir = root / str(config.name) / stamp
+    suffix = 1
+    while workdir.exists():
+        workdir = root / str(config.name) / f"{stamp}-{suffix}"
+        suffix += 1
+    return workdir
+
+
+def main_from_config(config: ml_collections.ConfigDict, workdir: str | Path) -> dict[str, Any]:
+    """Runs `config`'s task in `workdir` and returns its summary (also `summary.json`).
+
+    Writes `config.json` (and `source.json` when the config was loaded from a
+    file or module) before the task starts.
+    """
+    from sciml.training._metrics import to_python
+
+    validate(config)
+    workdir = Path(workdir)
+    check_workdir(config, workdir)
+    module = task_module(config)
+    (workdir / "plots").mkdir(parents=True, exist_ok=True)
+    (workdir / CONFIG_FILE).write_text(json.dumps(config_json(config), indent=2, sort_keys=True))
+    source = source_of(config)
+    if source is not None:
+        (workdir / SOURCE_FILE).write_text(json.dumps(source.to_json(), indent=2) + "\n")
+    summary = to_python(module.train_and_evaluate(config, workdir))
+    (workdir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out = {}
+    for key, value in tree.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _resume_config(run_dir: Path, overrides: list[tuple[str, str]]) -> ml_collections.ConfigDict:
+    saved = run_dir / CONFIG_FILE
+    if not saved.is_file():
+        raise ConfigError(f"--resume: {run_dir} holds no {CONFIG_FILE}.")
+    saved_config = json.loads(saved.read_text())
+    recorded = run_dir / SOURCE_FILE
+    if not recorded.is_file():  # a run written before sources were recorded
+        config = ml_collections.ConfigDict(saved_config)
+        config.lock()
+        apply_overrides(config, overrides)
+        attach_source(config, None)
+        return config
+    source = ConfigSource.from_json(json.loads(recorded.read_text()))
+    try:
+        config = load_source(source)
+    except ConfigError as error:
+        raise ConfigError(
+            f"--resume: the run's config {source.spec!r} cannot be loaded again ({error})"
+        ) from None
+    rebuilt, old = _flat(config_json(config)), _flat(saved_config)
+    changed = sorted(k for k in set(rebuilt) | set(old) if rebuilt.get(k) != old.get(k))
+    if changed:
+        raise ConfigError(
+            f"--resume: {source.spec} with the recorded overrides no longer gives the config "
+            f"saved in {saved} (keys {changed[:5]} differ); restore the config or start a new run."
+        )
+    apply_overrides(config, overrides)
+    attach_source(config, source.with_overrides(overrides))
+    return config
+
+
+def parse(argv: list[str], *, prog: str = "sciml-run") -> tuple[ml_collections.ConfigDict, Path]:
+    """Turns command-line arguments into a checked config and a run directory.
+
+    **Raises:** [`ConfigError`][sciml.experiment.ConfigError] for any bad
+    argument, before anything is written.
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    parser.add_argument("--config", help="config file or module, optionally with :variant")
+    parser.add_argument("--workdir", type=Path, help="run directory (default runs/<name>/<time>)")
+    parser.add_argument("--resume", type=Path, help="continue the run in this directory")
+    args, extra = parser.parse_known_args(argv)
+    overrides = split_overrides(extra)
+    if args.resume is not None:
+        if args.config is not None or args.workdir is not None:
+            raise ConfigError("--resume takes the config and directory of the run; drop --config.")
+        config = _resume_config(args.resume, overrides)
+        workdir = args.resume
+    elif args.config is None:
+        raise ConfigError("give --config FILE[:variant] (or --resume RUN_DIR).")
+    else:
+        config = load_config(args.config)
+        apply_overrides(config, overrides)
+        attach_source(config, source_of(config).with_overrides(overrides))
+        workdir = None
+    validate(config)
+    workdir = workdir or args.workdir or default_workdir(config)
+    check_workdir(config, workdir)
+    return config, workdir
+
+
+def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
+    """The command line: runs a config and prints its summary as JSON.
+
+    **Returns:** the exit status: 0 when done, 2 for a bad command line (one
+    line `error: ...` on stderr), 1 for a non-finite loss, 130 when interrupted
+    (Ctrl-C or SIGTERM; finished steps are checkpointed).
+    """
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    try:
+        config, workdir = parse(sys.argv[1:] if argv is None else argv, prog=prog)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    from sciml.training import NonFiniteLossError
+
+    print(f"run directory: {workdir}", file=sys.stderr)
+    try:
+        summary = main_from_config(config, workdir)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted; finished steps are checkpointed. Resume with:\n"
+            f"  {prog} --resume {workdir}",
+            file=sys.stderr,
+        )
+        return 130
+    except NonFiniteLossError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0

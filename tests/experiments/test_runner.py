@@ -1,0 +1,255 @@
+"""The library runner with a config file and task module outside the checkout,
+resume after SIGTERM, resume with more steps, and models read back from a run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+from sciml.experiment import (
+    ConfigError,
+    load_config,
+    load_run,
+    load_run_config,
+    main,
+    parse,
+    resolve_task,
+)
+from sciml.training import (
+    Checkpointer,
+    fit,
+    make_optimizer,
+    make_schedule,
+    read_metrics,
+    restore_model,
+)
+
+
+ROOT = Path(__file__).parents[2]
+QUICKSTART = str(ROOT / "experiments" / "configs" / "quickstart.py")
+
+TASK = '''
+"""A small regression task that lives outside the checkout."""
+
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from sciml.experiment import Experiment, train_experiment  # noqa: E402
+
+
+def build(config):
+    model = eqx.nn.MLP(3, 1, 8, 2, key=jax.random.key(config.seed))
+    marker = Path(config.marker) if config.marker else None
+
+    def batch_fn(step, key):
+        if step == config.pause_at and marker is not None and not marker.exists():
+            marker.write_text("paused")  # the test sends SIGTERM now
+            time.sleep(600)
+        x = jax.random.normal(key, (16, 3))
+        return x, jnp.sin(x.sum(axis=1))
+
+    def loss_fn(model, batch, key):
+        x, y = batch
+        noise = 0.01 * jax.random.normal(key, y.shape)  # the loss key matters
+        return jnp.mean((jax.vmap(model)(x)[:, 0] - y - noise) ** 2), {}
+
+    def evaluate(model):
+        x = jnp.linspace(-1.0, 1.0, 12).reshape(4, 3)
+        return {"test_mse": jnp.mean((jax.vmap(model)(x)[:, 0] - jnp.sin(x.sum(1))) ** 2)}
+
+    return Experiment(model, loss_fn, batch_fn, evaluate=evaluate)
+
+
+def train_and_evaluate(config, workdir):
+    return train_experiment(build(config), config, workdir).summary
+'''
+
+CONFIG = """
+from sciml.experiment import defaults
+
+
+def get_config(variant=None):
+    config = defaults.base_config(
+        "outside",
+        "{task}",
+        steps=40,
+        batch_size=16,
+        learning_rate={learning_rate},
+        train={{"log_every": 5, "eval_every": 20, "checkpoint_every": 10, "progress": False}},
+        optimizer={{"name": "adamw", "weight_decay": 1e-3, "warmup_steps": 4}},
+    )
+    config.pause_at = -1
+    config.marker = ""
+    return defaults.select_variant(config, variant, tiny=lambda config: None)
+"""
+
+
+def _project(root: Path, learning_rate: float = 1e-2) -> Path:
+    """`root/configs/outside.py` naming its task `../tasks/regression.py` by relative path."""
+    (root / "configs").mkdir(parents=True, exist_ok=True)
+    (root / "tasks").mkdir(exist_ok=True)
+    (root / "tasks" / "regression.py").write_text(TASK)
+    config = root / "configs" / "outside.py"
+    config.write_text(CONFIG.format(task="../tasks/regression.py", learning_rate=learning_rate))
+    return config
+
+
+def _leaves(model):
+    return jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array))
+
+
+def _cli(*args, cwd, wait=True):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    cmd = [sys.executable, "-m", "sciml.experiment", *map(str, args)]
+    if wait:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
+
+
+def test_console_script_is_the_library_main():
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, name = scripts["sciml-run"].partition(":")
+    assert getattr(__import__(module, fromlist=[name]), name) is main
+
+
+def test_outside_config_and_task_run_resume_after_sigterm(tmp_path):
+    config_file = _project(tmp_path / "project")
+
+    # in-process, through the console script's entry point
+    assert main(["--config", str(config_file), "--workdir", str(tmp_path / "straight")]) == 0
+    summary = json.loads((tmp_path / "straight" / "summary.json").read_text())
+    assert summary["steps"] == 40
+
+    # the runner trains exactly what `fit` trains when called by hand
+    config = load_config(str(config_file))
+    task = resolve_task("../tasks/regression.py", config_file.parent)
+    experiment = task.build(config)
+    by_hand = fit(
+        experiment.model,
+        experiment.loss_fn,
+        experiment.batch_fn,
+        optimizer=make_optimizer(config.optimizer),
+        steps=40,
+        key=jax.random.key(1),
+        progress=False,
+    )
+    straight = restore_model(
+        tmp_path / "straight", eqx.filter_eval_shape(lambda: task.build(config).model)
+    )
+    for a, b in zip(_leaves(by_hand.model), _leaves(straight), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    # a subprocess, SIGTERM after the first checkpoints, then resumed by another one
+    marker = tmp_path / "paused"
+    killed = tmp_path / "killed"
+    proc = _cli(
+        "--config",
+        config_file,
+        "--workdir",
+        killed,
+        "--config.pause_at=25",
+        f"--config.marker={marker}",
+        cwd=tmp_path,
+        wait=False,
+    )
+    deadline = time.time() + 240
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.time() < deadline, "the run never reached the pause"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr
+    # SIGTERM checkpointed the finished steps (SIGKILL would have left step 20)
+    assert Checkpointer(killed / "checkpoints").latest_step() == 25
+
+    resumed = _cli("--resume", killed, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from step 25 of 40" in resumed.stderr
+    model = restore_model(killed, task.build(config).model)
+    for a, b in zip(_leaves(straight), _leaves(model), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    steps = [m["step"] for m in read_metrics(killed / "metrics.jsonl") if m["split"] == "train"]
+    assert steps == [5, 10, 15, 20, 25, 30, 35, 40]
+    assert load_run_config(killed).pause_at == 25  # the config travels with the checkpoints
+    rebuilt, _ = load_run(killed)  # the task found again through the recorded config file
+    for a, b in zip(_leaves(model), _leaves(rebuilt), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_resume_refuses_a_config_that_changed(tmp_path):
+    config_file = _project(tmp_path / "project")
+    config, workdir = parse(["--config", str(config_file), "--workdir", str(tmp_path / "run")])
+    workdir.mkdir()
+    (workdir / "config.json").write_text(json.dumps(json.loads(config.to_json_best_effort())))
+    (workdir / "source.json").write_text(
+        json.dumps({"kind": "file", "ref": str(config_file), "variant": None, "overrides": []})
+    )
+    assert parse(["--resume", str(workdir)])[0].optimizer.learning_rate == 1e-2
+    _project(tmp_path / "project", learning_rate=3e-2)
+    with pytest.raises(ConfigError, match="no longer gives"):
+        parse(["--resume", str(workdir)])
+
+
+def test_resume_with_more_steps_stretches_the_schedule(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["--config", QUICKSTART + ":tiny", "--workdir", str(run), "--config.train.steps=20"]
+    assert main(argv) == 0
+    old = json.loads((run / "config.json").read_text())
+    assert old["optimizer"]["decay_steps"] == 20
+    lines = (run / "metrics.jsonl").read_text()
+
+    # a finished run run again trains nothing and logs nothing
+    assert main(["--resume", str(run)]) == 0
+    assert (run / "metrics.jsonl").read_text() == lines
+
+    config, _ = parse(["--resume", str(run), "--config.train.steps=40"])
+    assert config.train.steps == 40 and config.optimizer.decay_steps == 40
+    fresh = load_config(QUICKSTART + ":tiny")
+    with fresh.unlocked():
+        fresh.train.steps = 40
+    new_schedule, old_schedule = make_schedule(config.optimizer), make_schedule(old["optimizer"])
+    np.testing.assert_allclose(new_schedule(30), make_schedule(fresh.optimizer)(30), rtol=1e-15)
+    assert old_schedule(30) == 0.0  # the old schedule ended at step 20
+    assert new_schedule(30) > 0.05 * config.optimizer.learning_rate
+
+    capsys.readouterr()
+    assert main(["--resume", str(run), "--config.train.steps=40"]) == 0
+    captured = capsys.readouterr()
+    assert "resuming from step 20 of 40" in captured.err
+    assert json.loads(captured.out)["steps"] == 40
+    recorded = json.loads((run / "source.json").read_text())["overrides"]
+    assert recorded == [["train.steps", "20"], ["train.steps", "40"]]
+    records = [(m["split"], m["step"]) for m in read_metrics(run / "metrics.jsonl")]
+    assert len(records) == len(set(records))  # no step logged twice
+    assert records[-1] == ("eval", 40)
+
+    # the model rebuilt from the run directory alone scores what the summary says
+    from experiments.tasks.quickstart import heat_data, relative_l2
+
+    model, config = load_run(run)
+    assert config.train.steps == 40
+    data = config.data
+    key_test = jax.random.split(jax.random.key(config.seed), 3)[1]
+    args = (data.resolution, data.n_modes, data.diffusivity, data.t_final)
+    x_test, y_test = heat_data(key_test, data.n_test, *args)
+    summary = json.loads((run / "summary.json").read_text())
+    error = float(relative_l2(jax.vmap(model)(x_test), y_test))
+    np.testing.assert_allclose(error, summary["test_rel_l2"], rtol=1e-12)
