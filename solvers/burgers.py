@@ -41,7 +41,13 @@ from .stepping import AbstractStepper, _record_batch, record_increments
 
 __all__ = [
     "Burgers",
-    "BurgersParams", "SHARED_KEYS", "cole_hopf", "make_dataset", "random_initial", "solve"]
+    "BurgersParams",
+    "SHARED_KEYS",
+    "cole_hopf",
+    "make_dataset",
+    "random_initial",
+    "solve",
+]
 
 SHARED_KEYS = ("times",)
 
@@ -124,7 +130,7 @@ class Burgers(AbstractStepper):
         if isinstance(n_contour, bool) or not isinstance(n_contour, int) or n_contour < 1:
             raise ValueError(f"n_contour must be a positive integer, got {n_contour!r}.")
         dtype = check_dtype(dtype)
-        self.resolution, self.viscosity, self.dt = int(resolution), viscosity, dt
+        self.resolution, self.viscosity, self.dt = int(resolution), float(viscosity), float(dt)
         self.dealias = bool(dealias)
         cdtype = jnp.result_type(dtype, jnp.complex64)
         coefficients = _etdrk4_coefficients(

@@ -162,7 +162,7 @@ class NavierStokes(AbstractStepper):
         check_choice("forcing", forcing, _FORCINGS)
         dtype = check_dtype(dtype)
         s = int(resolution)
-        self.resolution, self.viscosity, self.dt = s, viscosity, dt
+        self.resolution, self.viscosity, self.dt = s, float(viscosity), float(dt)
         self.forcing, self.dealias = forcing, bool(dealias)
         kx, ky = rfft_wavenumbers(s, 2)
         lap = 4 * np.pi**2 * (kx**2 + ky**2)

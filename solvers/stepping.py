@@ -68,7 +68,7 @@ class AbstractStepper(eqx.Module):
     def step_state(self, state: Any) -> Any:
         """One time step on the internal state."""
 
-    def __call__(self, u: Float[Array, "channels *grid"]) -> Float[Array, "channels *grid"]:
+    def __call__(self, u: Float[Array, " channels *grid"]) -> Float[Array, " channels *grid"]:
         """Advances one field `(channels, *grid)` by one step of `dt`.
 
         **Arguments:**
@@ -162,7 +162,7 @@ def repeat(stepper, n) -> Repeat:
 
 def rollout(
     stepper, n: int, *, include_init: bool = False
-) -> Callable[[Float[Array, "channels *grid"]], Float[Array, "time channels *grid"]]:
+) -> Callable[[Float[Array, " channels *grid"]], Float[Array, "time channels *grid"]]:
     """The trajectory of `n` steps from an initial field, by `lax.scan`.
 
     **Arguments:**
@@ -238,7 +238,7 @@ def _record(stepper, u0, increments):
 
 
 def record(
-    stepper, u0: Float[Array, "channels *grid"], times: Sequence[float] | np.ndarray
+    stepper, u0: Float[Array, " channels *grid"], times: Sequence[float] | np.ndarray
 ) -> Float[Array, "n_times channels *grid"]:
     """The fields at `times` (t = 0 at `u0`), by `lax.scan` over the gaps between
     records and `lax.fori_loop` over the steps of each gap.
