@@ -205,11 +205,6 @@ def record_increments(times: Sequence[float] | np.ndarray, dt: float) -> np.ndar
     **Returns:** integer array `(len(times),)`; raises `ValueError` naming
     `times` for empty, negative, decreasing or off-grid times.
     """
-    if isinstance(dt, jax.core.Tracer) or dt is None:
-        raise ValueError(
-            "record needs a stepper with a concrete time step dt; do not pass the "
-            "stepper through jax.jit as a traced argument, close over it instead."
-        )
     dt = float(dt)
     times = np.asarray(times, dtype=float).reshape(-1)
     if times.size == 0:
@@ -253,7 +248,14 @@ def record(
 
     **Returns:** `(len(times), channels, *grid)`.
     """
-    increments = record_increments(times, getattr(stepper, "dt", None))
+    dt = getattr(stepper, "dt", None)
+    if dt is None or isinstance(dt, jax.core.Tracer):
+        raise ValueError(
+            "stepper must have a concrete time step `dt` for record (an AbstractStepper, "
+            "not a plain function; close over it rather than passing it traced through "
+            "jax.jit)."
+        )
+    increments = record_increments(times, dt)
     return _record(stepper, u0, jnp.asarray(increments))
 
 
