@@ -23,6 +23,11 @@ the state, and transform back only for the fields they return, which is exactly
 what the hand-written loop of each solver did before. A loop of `__call__`s gives
 the same fields up to one transform round trip of rounding per step. Any plain
 function `u -> u` (a neural surrogate, say) is accepted too, with state = field.
+
+**Compiling.** `jax.jit(jax.vmap(stepper))` and `jax.jit(rollout(stepper, n))`
+compile as usual. A stepper (and `repeat(stepper, n)`, itself a stepper) holds
+arrays, so it is not a hashable function: to jit the module itself write
+`eqx.filter_jit(stepper)` or `jax.jit(lambda u: stepper(u))`.
 """
 
 from __future__ import annotations
