@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float
 
+from ._batched import record_batch
 from ._grf import periodic_grf_1d
 from ._grid import (
     check_dtype,
@@ -36,7 +37,7 @@ from ._grid import (
     dealias_mask,
     rfft_wavenumbers,
 )
-from .stepping import AbstractStepper, _record_batch, record_increments
+from .stepping import AbstractStepper
 
 
 __all__ = [
@@ -198,10 +199,9 @@ def solve(
         raise ValueError(f"u0 must be a real floating array (..., s), got {u0.shape} {u0.dtype}.")
     s = u0.shape[-1]
     check_resolution(s, "u0.shape[-1]")
-    increments = jnp.asarray(record_increments(record_times, params.dt))
     stepper = Burgers.from_params(s, params, u0.dtype)
-    out = _record_batch(stepper, u0.reshape(-1, 1, s), increments)
-    return out[:, :, 0].reshape((*u0.shape[:-1], increments.size, s))
+    out = record_batch(stepper, u0.reshape(-1, 1, s), record_times)[:, :, 0]
+    return out.reshape((*u0.shape[:-1], *out.shape[1:]))
 
 
 def random_initial(

@@ -33,8 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._batched import check_square_fields, record_batch, repeat_batch
 from ._grid import check_choice, check_dtype, check_field, check_positive, check_resolution
-from .stepping import AbstractStepper, _record_batch, _repeat_batch, record_increments
+from .stepping import AbstractStepper
 
 
 __all__ = [
@@ -216,12 +217,6 @@ class Heat(AbstractStepper):
         return jax.vmap(self.step_interior)(interior, bterm), bterm, field
 
 
-def _check_fields(field, name="field"):
-    if field.ndim < 2 or field.shape[-1] != field.shape[-2]:
-        raise ValueError(f"{name} must have shape (..., s, s), got {field.shape}.")
-    check_resolution(field.shape[-1], f"{name}.shape[-1]", periodic=False)
-
-
 def advance(
     field: Float[Array | np.ndarray, "*batch s1 s2"], params: HeatParams, n_steps: int
 ) -> Float[Array, "*batch s1 s2"]:
@@ -231,13 +226,10 @@ def advance(
     A batched, jit-compiled convenience over
     [`repeat`][solvers.stepping.repeat]`(Heat(...), n_steps)`."""
     field = jnp.asarray(field)
-    _check_fields(field)
-    if int(n_steps) < 0:
-        raise ValueError(f"n_steps must be >= 0, got {n_steps!r}.")
+    check_square_fields(field, "field", periodic=False)
     s = field.shape[-1]
     stepper = Heat.from_params(s, params, field.dtype)
-    out = _repeat_batch(stepper, field.reshape(-1, 1, s, s), jnp.asarray(int(n_steps)))
-    return out.reshape(field.shape)
+    return repeat_batch(stepper, field.reshape(-1, 1, s, s), n_steps).reshape(field.shape)
 
 
 def solve(
@@ -267,10 +259,9 @@ def solve(
     _check_theta(theta)
     s = resolution
     fields = initial_field(theta, s).reshape(-1, 1, s, s)
-    increments = jnp.asarray(record_increments(record_times, params.dt))
     stepper = Heat.from_params(s, params, fields.dtype)
-    out = _record_batch(stepper, fields, increments)
-    return out[:, :, 0].reshape((*theta.shape[:-1], increments.size, s, s))
+    out = record_batch(stepper, fields, record_times)[:, :, 0]
+    return out.reshape((*theta.shape[:-1], *out.shape[1:]))
 
 
 def make_dataset(

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float
 
+from ._batched import check_square_fields, record_batch, repeat_batch
 from ._grf import periodic_grf
 from ._grid import (
     check_choice,
@@ -58,7 +59,7 @@ from ._grid import (
     dealias_mask,
     rfft_wavenumbers,
 )
-from .stepping import AbstractStepper, _record_batch, _repeat_batch, record_increments
+from .stepping import AbstractStepper, record_increments
 
 
 __all__ = [
@@ -223,15 +224,6 @@ class NavierStokes(AbstractStepper):
         return (base - 0.5 * dt * (n0 + n1)) / self.lhs
 
 
-def _check_fields(w, name="w0"):
-    """The batched convenience layer's check: `(..., s, s)`, `s` even, real float."""
-    if w.ndim < 2 or w.shape[-1] != w.shape[-2]:
-        raise ValueError(f"{name} must have shape (..., s, s), got {w.shape}.")
-    check_resolution(w.shape[-1], f"{name}.shape[-1]")
-    if not jnp.issubdtype(w.dtype, jnp.floating):
-        raise ValueError(f"{name} must be a real floating array, got dtype {w.dtype}.")
-
-
 def advance(
     w: Float[Array | np.ndarray, "*batch s1 s2"], params: NSParams, n_steps: int
 ) -> Float[Array, "*batch s1 s2"]:
@@ -252,13 +244,10 @@ def advance(
     **Returns:** the vorticity after `n_steps` steps, same shape and dtype.
     """
     w = jnp.asarray(w)
-    _check_fields(w, "w")
-    if int(n_steps) < 0:
-        raise ValueError(f"n_steps must be >= 0, got {n_steps!r}.")
+    check_square_fields(w, "w", periodic=True)
     s = w.shape[-1]
     stepper = NavierStokes.from_params(s, params, w.dtype)
-    out = _repeat_batch(stepper, w.reshape(-1, 1, s, s), jnp.asarray(int(n_steps)))
-    return out.reshape(w.shape)
+    return repeat_batch(stepper, w.reshape(-1, 1, s, s), n_steps).reshape(w.shape)
 
 
 def solve(
@@ -283,12 +272,11 @@ def solve(
     **Returns:** `(..., n_records, s, s)`.
     """
     w0 = jnp.asarray(w0)
-    _check_fields(w0)
+    check_square_fields(w0, "w0", periodic=True)
     s = w0.shape[-1]
-    increments = jnp.asarray(record_increments(record_times, params.dt))
     stepper = NavierStokes.from_params(s, params, w0.dtype)
-    out = _record_batch(stepper, w0.reshape(-1, 1, s, s), increments)
-    return out[:, :, 0].reshape((*w0.shape[:-2], increments.size, s, s))
+    out = record_batch(stepper, w0.reshape(-1, 1, s, s), record_times)[:, :, 0]
+    return out.reshape((*w0.shape[:-2], *out.shape[1:]))
 
 
 def random_vorticity(
@@ -376,7 +364,7 @@ def make_dataset(
     if not math.isclose(n_records * record_every, t_final, rel_tol=1e-9):
         raise ValueError(f"t_final={t_final} must be a multiple of record_every={record_every}.")
     times = record_every * np.arange(1, n_records + 1)
-    record_increments(times, dt)
+    record_increments(times, dt)  # checks the record times before any work
     key = jax.random.key(seed)
     inputs, outputs = [], []
     for lo in range(0, n, batch_size):

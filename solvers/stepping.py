@@ -262,19 +262,3 @@ def record(
         )
     increments = record_increments(times, dt)
     return _record(stepper, u0, jnp.asarray(increments))
-
-
-# The convenience layer (`solve`, `advance`, `make_dataset` of each solver) calls
-# these on whole batches. They are the only compiled entry points in `solvers`:
-# without them every call of a data generator would retrace and recompile its
-# loops. Library users compose `jax.jit(jax.vmap(...))` themselves.
-
-
-@eqx.filter_jit
-def _record_batch(stepper, u0, increments):
-    return jax.vmap(lambda u: _record(stepper, u, increments))(u0)
-
-
-@eqx.filter_jit
-def _repeat_batch(stepper, u, n):
-    return jax.vmap(repeat(stepper, n))(u)
