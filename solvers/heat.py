@@ -11,7 +11,9 @@ sides and enter no stencil), 5-point Laplacian on the `(s−2)²` interior nodes
 
 Time stepping: implicit Euler (default), `(I + r L) T^{n+1} = T^n + r B`, with
 `r = κ dt / h²`, `L` the `h²`-scaled Dirichlet Laplacian and `B` the boundary
-values next to each node; or explicit Euler (`method="explicit"`, stable iff
+values next to each node ([`ImplicitEuler`][solvers.heat.ImplicitEuler]); or
+explicit Euler ([`ExplicitEuler`][solvers.heat.ExplicitEuler], `method="explicit"`
+in `HeatParams` and `make_dataset`, stable iff
 `r ≤ 1/4`). The implicit solve is exact: `L` is diagonalised by the orthonormal
 sine transform `S` (`L = S Λ S`, `Λ_kl = 4 sin²(kπh/2) + 4 sin²(lπh/2)`), applied
 as dense matrix products. The solver is the one-sample stepper module
@@ -22,6 +24,7 @@ over it, in float32/float64.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -39,8 +42,11 @@ from .stepping import AbstractStepper
 
 
 __all__ = [
+    "AbstractHeatScheme",
+    "ExplicitEuler",
     "Heat",
     "HeatParams",
+    "ImplicitEuler",
     "SHARED_KEYS",
     "advance",
     "initial_field",
@@ -124,6 +130,53 @@ def _laplacian_h2(interior):
     return 4 * interior - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]
 
 
+class AbstractHeatScheme(eqx.Module):
+    """A time-stepping scheme of [`Heat`][solvers.heat.Heat]: `init` builds its
+    operators once per stepper, `step` advances the interior nodes."""
+
+    @abc.abstractmethod
+    def init(self, s: int, r: float, dtype) -> Any:
+        """Operators for `s` nodes per side and `r = κ dt (s−1)²` (or `ValueError`)."""
+
+    @abc.abstractmethod
+    def step(
+        self, operators: Any, interior: Float[Array, "m m"], bterm: Float[Array, "m m"], r: float
+    ) -> Float[Array, "m m"]:
+        """One step of the interior nodes given the boundary term."""
+
+
+class ImplicitEuler(AbstractHeatScheme):
+    """`(I + r L) T^{n+1} = T^n + r B`, solved exactly in the orthonormal sine
+    basis (dense matrix products); unconditionally stable."""
+
+    def init(self, s, r, dtype):
+        basis, lam = _sine_basis(s - 2)
+        return jnp.asarray(basis, dtype), jnp.asarray(1 + r * lam, dtype)
+
+    def step(self, operators, interior, bterm, r):
+        basis, denom = operators
+        rhs = interior + r * bterm
+        return basis @ ((basis @ rhs @ basis) / denom) @ basis
+
+
+class ExplicitEuler(AbstractHeatScheme):
+    """`T^{n+1} = T^n − r (L T^n − B)`; stable iff `r ≤ 1/4`, refused otherwise."""
+
+    def init(self, s, r, dtype):
+        if r > 0.25 + 1e-12:
+            raise ValueError(
+                f"explicit Euler is unstable for r = diffusivity*dt*(s-1)^2 = {r:.4g} "
+                "> 1/4; lower dt or use method='implicit' (scheme=ImplicitEuler())."
+            )
+        return None
+
+    def step(self, operators, interior, bterm, r):
+        return interior - r * (_laplacian_h2(interior) - bterm)
+
+
+_SCHEMES = {"implicit": ImplicitEuler, "explicit": ExplicitEuler}
+
+
 class Heat(AbstractStepper):
     """One Euler step of the heat equation (module docstring) for one temperature
     field `(1, s, s)`, boundary nodes included and kept fixed.
@@ -135,8 +188,10 @@ class Heat(AbstractStepper):
     **Arguments:**
 
     - `resolution`: nodes per side `s` (boundary included), `>= 3`.
-    - `diffusivity`, `dt`, `method`: as in [`HeatParams`][solvers.heat.HeatParams];
-      `method="explicit"` with `r = κ dt (s−1)² > 1/4` is refused (unstable).
+    - `diffusivity`, `dt`: as in [`HeatParams`][solvers.heat.HeatParams].
+    - `scheme`: [`ImplicitEuler()`][solvers.heat.ImplicitEuler] (default, `None`) or
+      [`ExplicitEuler()`][solvers.heat.ExplicitEuler] (refused when
+      `r = κ dt (s−1)² > 1/4`: unstable).
     - `dtype`: float32 or float64 (default: JAX's default float); the fields the
       stepper takes must have this dtype.
     """
@@ -144,10 +199,9 @@ class Heat(AbstractStepper):
     resolution: int = eqx.field(static=True)
     diffusivity: float = eqx.field(static=True)
     dt: float = eqx.field(static=True)
-    method: str = eqx.field(static=True)
+    scheme: AbstractHeatScheme
     r: float = eqx.field(static=True)
-    basis: Float[Array, "m m"] | None
-    denom: Float[Array, "m m"] | None
+    operators: Any
     dtype: Any = eqx.field(static=True)
 
     def __init__(
@@ -156,38 +210,34 @@ class Heat(AbstractStepper):
         *,
         diffusivity: float = 1.0,
         dt: float = 1e-3,
-        method: str = "implicit",
+        scheme=None,
         dtype=None,
     ):
         check_resolution(resolution, periodic=False)
         check_positive("diffusivity", diffusivity)
         check_positive("dt", dt)
-        check_choice("method", method, _METHODS)
+        scheme = ImplicitEuler() if scheme is None else scheme
+        if not isinstance(scheme, AbstractHeatScheme):
+            raise ValueError(
+                f"scheme must be ImplicitEuler() or ExplicitEuler() (an AbstractHeatScheme), "
+                f"got {scheme!r}."
+            )
         self.dtype = check_dtype(dtype)
         s = int(resolution)
-        self.resolution, self.method = s, method
+        self.resolution, self.scheme = s, scheme
         self.diffusivity, self.dt = float(diffusivity), float(dt)
         self.r = self.diffusivity * self.dt * (s - 1) ** 2
-        if method == "explicit":
-            if self.r > 0.25 + 1e-12:
-                raise ValueError(
-                    f"explicit Euler is unstable for r = diffusivity*dt*(s-1)^2 = {self.r:.4g} "
-                    "> 1/4; lower dt or use method='implicit'."
-                )
-            self.basis = self.denom = None
-        else:
-            basis, lam = _sine_basis(s - 2)
-            self.basis = jnp.asarray(basis, self.dtype)
-            self.denom = jnp.asarray(1 + self.r * lam, self.dtype)
+        self.operators = scheme.init(s, self.r, self.dtype)
 
     @classmethod
     def from_params(cls, resolution: int, params: HeatParams, dtype=None) -> Heat:
-        """The stepper of a [`HeatParams`][solvers.heat.HeatParams]."""
+        """The stepper of a [`HeatParams`][solvers.heat.HeatParams] (its `method`
+        string names the scheme)."""
         return cls(
             resolution,
             diffusivity=params.diffusivity,
             dt=params.dt,
-            method=params.method,
+            scheme=_SCHEMES[params.method](),
             dtype=dtype,
         )
 
@@ -205,12 +255,7 @@ class Heat(AbstractStepper):
         self, interior: Float[Array, "m m"], bterm: Float[Array, "m m"]
     ) -> Float[Array, "m m"]:
         """One step of the interior nodes given the boundary term."""
-        r = self.r
-        if self.method == "explicit":
-            return interior - r * (_laplacian_h2(interior) - bterm)
-        basis = self.basis
-        rhs = interior + r * bterm
-        return basis @ ((basis @ rhs @ basis) / self.denom) @ basis
+        return self.scheme.step(self.operators, interior, bterm, self.r)
 
     def step_state(self, state):
         interior, bterm, field = state

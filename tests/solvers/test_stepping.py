@@ -39,7 +39,7 @@ STEPPERS = {
     "navier_stokes": (lambda: ns.NavierStokes(16, viscosity=1e-2, dt=1e-2), _ns_field),
     "burgers": (lambda: burgers.Burgers(32, viscosity=0.05, dt=1e-2), _burgers_field),
     "heat": (lambda: heat.Heat(9, dt=2e-3), _heat_field),
-    "heat_explicit": (lambda: heat.Heat(9, dt=2e-3, method="explicit"), _heat_field),
+    "heat_explicit": (lambda: heat.Heat(9, dt=2e-3, scheme=heat.ExplicitEuler()), _heat_field),
 }
 
 
@@ -189,10 +189,10 @@ def test_bad_input():
         ns.NavierStokes(16, viscosity=-1.0)
     with pytest.raises(ValueError, match="forcing"):
         ns.NavierStokes(16, forcing="kolmogorov")
-    with pytest.raises(ValueError, match="method"):
-        heat.Heat(9, method="crank")
+    with pytest.raises(ValueError, match="scheme must be"):
+        heat.Heat(9, scheme="crank")
     with pytest.raises(ValueError, match="unstable"):
-        heat.Heat(17, dt=1e-2, method="explicit")
+        heat.Heat(17, dt=1e-2, scheme=heat.ExplicitEuler())
     with pytest.raises(ValueError, match="dtype"):
         ns.NavierStokes(16, dtype=jnp.int32)
     stepper = ns.NavierStokes(16, viscosity=1e-2, dt=1e-2)
