@@ -8,5 +8,9 @@ numerical code: this package never imports `sciml`.
 - `solvers.heat`: 2-D heat equation, parameterised boundary/initial temperatures (JAX).
 - `solvers.burgers`: 1-D viscous Burgers, periodic, pseudo-spectral (JAX).
 - `solvers.poisson`: pressure-Poisson systems on voxel grids (scipy CSR + JAX matrix-free).
+- `solvers.stepping`: the time loop the time-dependent solvers share. Their
+  solvers are one-sample stepper modules (`NavierStokes`, `Heat`, `Burgers`:
+  `stepper(u)` advances one field `(channels, *grid)` by `dt`), and
+  `rollout` / `repeat` / `record` build trajectories; callers `vmap` and `jit`.
 - `python -m solvers.generate <problem> ...`: HDF5 data sets.
 """

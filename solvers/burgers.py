@@ -7,8 +7,10 @@ map `u_0 ↦ u(·, 1)`). Pseudo-spectral on `x_i = i/s` (`s` even) with the
 nonlinear term dealiased by the 2/3 rule, integrated by the exponential time
 differencing fourth-order Runge–Kutta scheme ETDRK4 (Cox & Matthews 2002), with
 its coefficients evaluated by contour integrals (Kassam & Trefethen 2005), so
-the stiff diffusion is exact and the scheme is fourth order in `dt`. JAX: jit,
-vmap over initial conditions, float32/float64 (the dtype of `u0`).
+the stiff diffusion is exact and the scheme is fourth order in `dt`. The solver
+is the one-sample stepper module [`Burgers`][solvers.burgers.Burgers]
+(`(1, s) -> (1, s)`, callers jit and vmap); `solve` and `make_dataset` are
+batched, jit-compiled conveniences over it, in float32/float64 (the dtype of `u0`).
 
 **Nesting:** the grid at `s` is every second point of the grid at `2s`, and the
 random initial condition is the same function at every resolution.
@@ -23,12 +25,30 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Complex, Float
 
+from ._batched import record_batch
 from ._grf import periodic_grf_1d
+from ._grid import (
+    check_dtype,
+    check_field,
+    check_positive,
+    check_resolution,
+    dealias_mask,
+    rfft_wavenumbers,
+)
+from .stepping import AbstractStepper
 
 
-__all__ = ["BurgersParams", "SHARED_KEYS", "cole_hopf", "make_dataset", "random_initial", "solve"]
+__all__ = [
+    "Burgers",
+    "BurgersParams",
+    "SHARED_KEYS",
+    "cole_hopf",
+    "make_dataset",
+    "random_initial",
+    "solve",
+]
 
 SHARED_KEYS = ("times",)
 
@@ -36,29 +56,23 @@ SHARED_KEYS = ("times",)
 @dataclasses.dataclass(frozen=True)
 class BurgersParams:
     """Solver settings: `viscosity` ν > 0, time step `dt` > 0, `dealias` (2/3
-    rule on the nonlinear term, default True)."""
+    rule on the nonlinear term, default True). The stepper
+    [`Burgers`][solvers.burgers.Burgers] takes the same names as keywords."""
 
     viscosity: float = 0.1
     dt: float = 1e-3
     dealias: bool = True
 
     def __post_init__(self):
-        if not (isinstance(self.viscosity, (int, float)) and self.viscosity > 0):
-            raise ValueError(f"viscosity must be a positive number, got {self.viscosity!r}.")
-        if not (isinstance(self.dt, (int, float)) and self.dt > 0):
-            raise ValueError(f"dt must be a positive number, got {self.dt!r}.")
+        check_positive("viscosity", self.viscosity)
+        check_positive("dt", self.dt)
 
 
-def _check_resolution(s, name="resolution"):
-    if not isinstance(s, (int, np.integer)) or s < 4 or s % 2:
-        raise ValueError(f"{name} must be an even integer >= 4, got {s!r}.")
-
-
-def _etdrk4_coefficients(s: int, params: BurgersParams, n_contour: int = 64):
+def _etdrk4_coefficients(s: int, viscosity: float, dt: float, dealias: bool, n_contour: int):
     """ETDRK4 coefficients (float64 numpy, rfft layout)."""
-    k = np.fft.rfftfreq(s) * s
-    lin = -params.viscosity * (2 * np.pi * k) ** 2
-    h = params.dt
+    (k,) = rfft_wavenumbers(s, 1)
+    lin = -viscosity * (2 * np.pi * k) ** 2
+    h = dt
     roots = np.exp(1j * np.pi * (np.arange(1, n_contour + 1) - 0.5) / n_contour)
     lr = h * lin[:, None] + roots[None, :]
     mean = lambda z: np.real(np.mean(z, axis=1))  # noqa: E731
@@ -69,38 +83,97 @@ def _etdrk4_coefficients(s: int, params: BurgersParams, n_contour: int = 64):
         "f1": h * mean((-4 - lr + np.exp(lr) * (4 - 3 * lr + lr**2)) / lr**3),
         "f2": h * mean((2 + lr + np.exp(lr) * (-2 + lr)) / lr**3),
         "f3": h * mean((-4 - 3 * lr - lr**2 + np.exp(lr) * (4 - lr)) / lr**3),
-        "g": -0.5j * 2 * np.pi * k * ((3 * k < s) if params.dealias else np.ones_like(k)),
+        "g": -0.5j * 2 * np.pi * k * dealias_mask(s, (k,), dealias),
     }
 
 
-def _solve_one(u0, params: BurgersParams, increments):
-    s = u0.shape[-1]
-    cdtype = jnp.result_type(u0.dtype, jnp.complex64)
-    c = {name: jnp.asarray(v, cdtype) for name, v in _etdrk4_coefficients(s, params).items()}
+class Burgers(AbstractStepper):
+    """One ETDRK4 step of viscous Burgers (module docstring) for one field `(1, s)`.
 
-    def nonlin(v):
-        return c["g"] * jnp.fft.rfft(jnp.fft.irfft(v, n=s) ** 2)
+    The state between steps is the rfft of `u`, so
+    [`rollout`][solvers.stepping.rollout], [`repeat`][solvers.stepping.repeat]
+    and [`record`][solvers.stepping.record] transform once per run.
 
-    def step(_, v):
-        nv = nonlin(v)
-        a = c["e2"] * v + c["q"] * nv
-        na = nonlin(a)
-        b = c["e2"] * v + c["q"] * na
-        nb = nonlin(b)
-        cc = c["e2"] * a + c["q"] * (2 * nb - nv)
-        nc = nonlin(cc)
-        return c["e"] * v + nv * c["f1"] + 2 * (na + nb) * c["f2"] + nc * c["f3"]
+    **Arguments:**
 
-    def record(v, count):
-        v = jax.lax.fori_loop(0, count, step, v)
-        return v, jnp.fft.irfft(v, n=s)
+    - `resolution`: grid size `s` (even, `>= 4`) of `x_i = i/s`.
+    - `viscosity`, `dt`, `dealias`: as in [`BurgersParams`][solvers.burgers.BurgersParams].
+    - `n_contour`: points of the contour integrals for the coefficients (64).
+    - `dtype`: float32 or float64 (default: JAX's default float); the fields the
+      stepper takes must have this dtype.
+    """
 
-    return jax.lax.scan(record, jnp.fft.rfft(u0), increments)[1]
+    resolution: int = eqx.field(static=True)
+    viscosity: float = eqx.field(static=True)
+    dt: float = eqx.field(static=True)
+    dealias: bool = eqx.field(static=True)
+    e: Complex[Array, " k"]
+    e2: Complex[Array, " k"]
+    q: Complex[Array, " k"]
+    f1: Complex[Array, " k"]
+    f2: Complex[Array, " k"]
+    f3: Complex[Array, " k"]
+    g: Complex[Array, " k"]
 
+    def __init__(
+        self,
+        resolution: int,
+        *,
+        viscosity: float = 0.1,
+        dt: float = 1e-3,
+        dealias: bool = True,
+        n_contour: int = 64,
+        dtype=None,
+    ):
+        check_resolution(resolution)
+        check_positive("viscosity", viscosity)
+        check_positive("dt", dt)
+        if isinstance(n_contour, bool) or not isinstance(n_contour, int) or n_contour < 1:
+            raise ValueError(f"n_contour must be a positive integer, got {n_contour!r}.")
+        dtype = check_dtype(dtype)
+        self.resolution, self.viscosity, self.dt = int(resolution), float(viscosity), float(dt)
+        self.dealias = bool(dealias)
+        cdtype = jnp.result_type(dtype, jnp.complex64)
+        coefficients = _etdrk4_coefficients(
+            self.resolution, viscosity, dt, self.dealias, int(n_contour)
+        )
+        for name, value in coefficients.items():
+            setattr(self, name, jnp.asarray(value, cdtype))
 
-@eqx.filter_jit
-def _solve_batch(u0, params, increments):
-    return jax.vmap(_solve_one, in_axes=(0, None, None))(u0, params, increments)
+    @classmethod
+    def from_params(cls, resolution: int, params: BurgersParams, dtype=None) -> Burgers:
+        """The stepper of a [`BurgersParams`][solvers.burgers.BurgersParams]."""
+        return cls(
+            resolution,
+            viscosity=params.viscosity,
+            dt=params.dt,
+            dealias=params.dealias,
+            dtype=dtype,
+        )
+
+    def check(self, u):
+        check_field(u, jnp.finfo(self.e.dtype).dtype, (self.resolution,))
+
+    def to_state(self, u: Float[Array, "1 s"]) -> Complex[Array, "1 k"]:
+        return jnp.fft.rfft(u)
+
+    def from_state(self, v: Complex[Array, "1 k"]) -> Float[Array, "1 s"]:
+        return jnp.fft.irfft(v, n=self.resolution)
+
+    def nonlinear(self, v: Complex[Array, "*c k"]) -> Complex[Array, "*c k"]:
+        """Transform of `−(u²/2)_x` (dealiased) from the transform of `u`."""
+        return self.g * jnp.fft.rfft(jnp.fft.irfft(v, n=self.resolution) ** 2)
+
+    def step_state(self, v: Complex[Array, "1 k"]) -> Complex[Array, "1 k"]:
+        """One ETDRK4 step in Fourier space (Kassam & Trefethen 2005)."""
+        nv = self.nonlinear(v)
+        a = self.e2 * v + self.q * nv
+        na = self.nonlinear(a)
+        b = self.e2 * v + self.q * na
+        nb = self.nonlinear(b)
+        cc = self.e2 * a + self.q * (2 * nb - nv)
+        nc = self.nonlinear(cc)
+        return self.e * v + nv * self.f1 + 2 * (na + nb) * self.f2 + nc * self.f3
 
 
 def solve(
@@ -109,6 +182,9 @@ def solve(
     record_times: Sequence[float] | np.ndarray,
 ) -> Float[Array, "*batch n_records s"]:
     """Integrates from `u0` (t = 0) and returns `u` at `record_times`.
+
+    A batched convenience over [`record`][solvers.stepping.record] with the
+    stepper [`Burgers`][solvers.burgers.Burgers] (vmapped and jit-compiled here).
 
     **Arguments:**
 
@@ -121,16 +197,10 @@ def solve(
     u0 = jnp.asarray(u0)
     if u0.ndim < 1 or not jnp.issubdtype(u0.dtype, jnp.floating):
         raise ValueError(f"u0 must be a real floating array (..., s), got {u0.shape} {u0.dtype}.")
-    _check_resolution(u0.shape[-1], "u0.shape[-1]")
-    times = np.asarray(record_times, dtype=float).reshape(-1)
-    if times.size == 0 or np.any(times < 0) or np.any(np.diff(times) < 0):
-        raise ValueError(f"record_times must be non-empty, >= 0 and non-decreasing, got {times}.")
-    steps = np.rint(times / params.dt).astype(np.int64)
-    if not np.allclose(steps * params.dt, times, rtol=1e-9, atol=1e-12):
-        raise ValueError(f"record_times must be integer multiples of dt={params.dt}, got {times}.")
-    increments = jnp.asarray(np.diff(np.concatenate([[0], steps])))
-    flat = u0.reshape(-1, u0.shape[-1])
-    out = _solve_batch(flat, params, increments)
+    s = u0.shape[-1]
+    check_resolution(s, "u0.shape[-1]")
+    stepper = Burgers.from_params(s, params, u0.dtype)
+    out = record_batch(stepper, u0.reshape(-1, 1, s), record_times)[:, :, 0]
     return out.reshape((*u0.shape[:-1], *out.shape[1:]))
 
 
@@ -147,7 +217,7 @@ def random_initial(
     """`n` initial conditions from `N(0, sigma² (−Δ + tau² I)^(−alpha))`, by
     default the FNO benchmark's `625 (−Δ + 25 I)^{−2}`. Sample `i` uses
     `fold_in(key, i)` and is the same function at every resolution."""
-    _check_resolution(resolution)
+    check_resolution(resolution)
     return _grf_batch(key, range(n), resolution, alpha, tau, sigma, dtype)
 
 
@@ -198,7 +268,7 @@ def make_dataset(
     t_final·j/n_records, j = 1..n_records, "times": (n_records,)}`.
     """
     params = BurgersParams(viscosity=viscosity, dt=dt)
-    _check_resolution(resolution)
+    check_resolution(resolution)
     if n_records < 1:
         raise ValueError(f"n_records must be >= 1, got {n_records!r}.")
     times = t_final * np.arange(1, n_records + 1) / n_records

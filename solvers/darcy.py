@@ -31,6 +31,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ._grf import cosine_grf, cosine_noise
+from ._grid import check_resolution
 
 
 __all__ = [
@@ -77,13 +78,6 @@ class DarcyParams:
             raise ValueError(f"alpha and tau must be positive, got {self.alpha!r}, {self.tau!r}.")
 
 
-def _check_resolution(s) -> None:
-    if not isinstance(s, (int, np.integer)) or s < 3:
-        raise ValueError(
-            f"resolution must be an integer >= 3 (nodes per side, boundary included), got {s!r}."
-        )
-
-
 def random_coefficient(
     seed: int, index: int, resolution: int, params: DarcyParams = DarcyParams()
 ) -> np.ndarray:
@@ -93,7 +87,7 @@ def random_coefficient(
     `x_i = i/(s−1)`; depends only on `(seed, index, params)`, not on `s` beyond
     where it is sampled.
     """
-    _check_resolution(resolution)
+    check_resolution(resolution, periodic=False)
     noise = cosine_noise((int(seed), int(index)), params.n_modes)
     x = np.linspace(0.0, 1.0, resolution)
     g = cosine_grf(
@@ -192,7 +186,7 @@ def make_dataset(
 
     **Returns:** `{"inputs": a (n, s, s), "outputs": u (n, s, s)}` in float64.
     """
-    _check_resolution(resolution)
+    check_resolution(resolution, periodic=False)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n!r}.")
     params = DarcyParams(a_high, a_low, alpha, tau, n_modes, forcing)

@@ -11,18 +11,24 @@ sides and enter no stencil), 5-point Laplacian on the `(s−2)²` interior nodes
 
 Time stepping: implicit Euler (default), `(I + r L) T^{n+1} = T^n + r B`, with
 `r = κ dt / h²`, `L` the `h²`-scaled Dirichlet Laplacian and `B` the boundary
-values next to each node; or explicit Euler (`method="explicit"`, stable iff
+values next to each node ([`ImplicitEuler`][solvers.heat.ImplicitEuler]); or
+explicit Euler ([`ExplicitEuler`][solvers.heat.ExplicitEuler], `method="explicit"`
+in `HeatParams` and `make_dataset`, stable iff
 `r ≤ 1/4`). The implicit solve is exact: `L` is diagonalised by the orthonormal
 sine transform `S` (`L = S Λ S`, `Λ_kl = 4 sin²(kπh/2) + 4 sin²(lπh/2)`), applied
-as dense matrix products. Written in JAX (jit, vmap over parameter sets,
-float32/float64).
+as dense matrix products. The solver is the one-sample stepper module
+[`Heat`][solvers.heat.Heat] (`(1, s, s) -> (1, s, s)`, callers jit and vmap);
+`solve`, `advance` and `make_dataset` are batched, jit-compiled conveniences
+over it, in float32/float64.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -30,9 +36,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._batched import check_square_fields, record_batch, repeat_batch
+from ._grid import check_choice, check_dtype, check_field, check_positive, check_resolution
+from .stepping import AbstractStepper
+
 
 __all__ = [
+    "AbstractHeatScheme",
+    "ExplicitEuler",
+    "Heat",
     "HeatParams",
+    "ImplicitEuler",
     "SHARED_KEYS",
     "advance",
     "initial_field",
@@ -43,30 +57,24 @@ __all__ = [
 SHARED_KEYS = ("times",)
 
 
+_METHODS = ("implicit", "explicit")
+
+
 @dataclasses.dataclass(frozen=True)
 class HeatParams:
     """Solver settings: `diffusivity` κ > 0, time step `dt` > 0, `method`
     `"implicit"` (implicit Euler, unconditionally stable) or `"explicit"`
-    (forward Euler, needs `κ dt (s−1)² ≤ 1/4`)."""
+    (forward Euler, needs `κ dt (s−1)² ≤ 1/4`). The stepper
+    [`Heat`][solvers.heat.Heat] takes the same names as keywords."""
 
     diffusivity: float = 1.0
     dt: float = 1e-3
     method: str = "implicit"
 
     def __post_init__(self):
-        if not (isinstance(self.diffusivity, (int, float)) and self.diffusivity > 0):
-            raise ValueError(f"diffusivity must be a positive number, got {self.diffusivity!r}.")
-        if not (isinstance(self.dt, (int, float)) and self.dt > 0):
-            raise ValueError(f"dt must be a positive number, got {self.dt!r}.")
-        if self.method not in ("implicit", "explicit"):
-            raise ValueError(f"method must be 'implicit' or 'explicit', got {self.method!r}.")
-
-
-def _check_resolution(s) -> None:
-    if not isinstance(s, (int, np.integer)) or s < 3:
-        raise ValueError(
-            f"resolution must be an integer >= 3 (nodes per side, boundary included), got {s!r}."
-        )
+        check_positive("diffusivity", self.diffusivity)
+        check_positive("dt", self.dt)
+        check_choice("method", self.method, _METHODS)
 
 
 def _check_theta(theta):
@@ -88,11 +96,12 @@ def _one_initial_field(theta, s):
 
 
 def initial_field(
-    theta: Float[Array | np.ndarray, "*batch 5"], resolution: int
+    theta: Float[Array | np.ndarray, "*batch n_theta"], resolution: int
 ) -> Float[Array, "*batch s s"]:
     """The temperature at t = 0: `T0` inside, the boundary temperatures on the
-    sides (x along axis 0: `T_left` is row 0, `T_bottom` column 0)."""
-    _check_resolution(resolution)
+    sides (x along axis 0: `T_left` is row 0, `T_bottom` column 0); `theta` has
+    `n_theta = 5` entries `(T0, T_left, T_right, T_bottom, T_top)`."""
+    check_resolution(resolution, periodic=False)
     theta = jnp.asarray(theta, jnp.result_type(float) if not hasattr(theta, "dtype") else None)
     _check_theta(theta)
     flat = theta.reshape(-1, 5)
@@ -121,78 +130,163 @@ def _laplacian_h2(interior):
     return 4 * interior - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]
 
 
-def _make_step(s, params: HeatParams, dtype):
-    r = params.diffusivity * params.dt * (s - 1) ** 2
-    if params.method == "explicit":
-        if r > 0.25 + 1e-12:
-            raise ValueError(
-                f"explicit Euler is unstable for r = diffusivity*dt*(s-1)^2 = {r:.4g} > 1/4; "
-                "lower dt or use method='implicit'."
-            )
+class AbstractHeatScheme(eqx.Module):
+    """A time-stepping scheme of [`Heat`][solvers.heat.Heat]: `init` builds its
+    operators once per stepper, `step` advances the interior nodes."""
 
-        def step(interior, bterm):
-            return interior - r * (_laplacian_h2(interior) - bterm)
+    @abc.abstractmethod
+    def init(self, s: int, r: float, dtype) -> Any:
+        """Operators for `s` nodes per side and `r = κ dt (s−1)²` (or `ValueError`)."""
 
-        return step
-    basis, lam = _sine_basis(s - 2)
-    basis = jnp.asarray(basis, dtype)
-    denom = jnp.asarray(1 + r * lam, dtype)
+    @abc.abstractmethod
+    def step(
+        self, operators: Any, interior: Float[Array, "m m"], bterm: Float[Array, "m m"], r: float
+    ) -> Float[Array, "m m"]:
+        """One step of the interior nodes given the boundary term."""
 
-    def step(interior, bterm):
+
+class ImplicitEuler(AbstractHeatScheme):
+    """`(I + r L) T^{n+1} = T^n + r B`, solved exactly in the orthonormal sine
+    basis (dense matrix products); unconditionally stable."""
+
+    def init(self, s, r, dtype):
+        basis, lam = _sine_basis(s - 2)
+        return jnp.asarray(basis, dtype), jnp.asarray(1 + r * lam, dtype)
+
+    def step(self, operators, interior, bterm, r):
+        basis, denom = operators
         rhs = interior + r * bterm
         return basis @ ((basis @ rhs @ basis) / denom) @ basis
 
-    return step
+
+class ExplicitEuler(AbstractHeatScheme):
+    """`T^{n+1} = T^n − r (L T^n − B)`; stable iff `r ≤ 1/4`, refused otherwise."""
+
+    def init(self, s, r, dtype):
+        if r > 0.25 + 1e-12:
+            raise ValueError(
+                f"explicit Euler is unstable for r = diffusivity*dt*(s-1)^2 = {r:.4g} "
+                "> 1/4; lower dt or use method='implicit' (scheme=ImplicitEuler())."
+            )
+        return None
+
+    def step(self, operators, interior, bterm, r):
+        return interior - r * (_laplacian_h2(interior) - bterm)
 
 
-def _run_one(field, params: HeatParams, increments):
-    s = field.shape[-1]
-    step = _make_step(s, params, field.dtype)
-    bterm = _boundary_term(field)
-
-    def record(interior, count):
-        interior = jax.lax.fori_loop(0, count, lambda _, u: step(u, bterm), interior)
-        return interior, field.at[1:-1, 1:-1].set(interior)
-
-    return jax.lax.scan(record, field[1:-1, 1:-1], increments)[1]
+_SCHEMES = {"implicit": ImplicitEuler, "explicit": ExplicitEuler}
 
 
-@eqx.filter_jit
-def _run_batch(fields, params, increments):
-    return jax.vmap(_run_one, in_axes=(0, None, None))(fields, params, increments)
+class Heat(AbstractStepper):
+    """One Euler step of the heat equation (module docstring) for one temperature
+    field `(1, s, s)`, boundary nodes included and kept fixed.
 
+    The state between steps is `(interior, boundary term, field)`: the boundary
+    sums next to each interior node are formed once per run, as the interior
+    alone evolves.
 
-def _steps(record_times, dt):
-    times = np.asarray(record_times, dtype=float).reshape(-1)
-    if times.size == 0 or np.any(times < 0) or np.any(np.diff(times) < 0):
-        raise ValueError(f"record_times must be non-empty, >= 0 and non-decreasing, got {times}.")
-    steps = np.rint(times / dt).astype(np.int64)
-    if not np.allclose(steps * dt, times, rtol=1e-9, atol=1e-12):
-        raise ValueError(f"record_times must be integer multiples of dt={dt}, got {times}.")
-    return np.diff(np.concatenate([[0], steps]))
+    **Arguments:**
+
+    - `resolution`: nodes per side `s` (boundary included), `>= 3`.
+    - `diffusivity`, `dt`: as in [`HeatParams`][solvers.heat.HeatParams].
+    - `scheme`: [`ImplicitEuler()`][solvers.heat.ImplicitEuler] (default, `None`) or
+      [`ExplicitEuler()`][solvers.heat.ExplicitEuler] (refused when
+      `r = κ dt (s−1)² > 1/4`: unstable).
+    - `dtype`: float32 or float64 (default: JAX's default float); the fields the
+      stepper takes must have this dtype.
+    """
+
+    resolution: int = eqx.field(static=True)
+    diffusivity: float = eqx.field(static=True)
+    dt: float = eqx.field(static=True)
+    scheme: AbstractHeatScheme
+    r: float = eqx.field(static=True)
+    operators: Any
+    dtype: Any = eqx.field(static=True)
+
+    def __init__(
+        self,
+        resolution: int,
+        *,
+        diffusivity: float = 1.0,
+        dt: float = 1e-3,
+        scheme=None,
+        dtype=None,
+    ):
+        check_resolution(resolution, periodic=False)
+        check_positive("diffusivity", diffusivity)
+        check_positive("dt", dt)
+        scheme = ImplicitEuler() if scheme is None else scheme
+        if not isinstance(scheme, AbstractHeatScheme):
+            raise ValueError(
+                f"scheme must be ImplicitEuler() or ExplicitEuler() (an AbstractHeatScheme), "
+                f"got {scheme!r}."
+            )
+        self.dtype = check_dtype(dtype)
+        s = int(resolution)
+        self.resolution, self.scheme = s, scheme
+        self.diffusivity, self.dt = float(diffusivity), float(dt)
+        self.r = self.diffusivity * self.dt * (s - 1) ** 2
+        self.operators = scheme.init(s, self.r, self.dtype)
+
+    @classmethod
+    def from_params(cls, resolution: int, params: HeatParams, dtype=None) -> Heat:
+        """The stepper of a [`HeatParams`][solvers.heat.HeatParams] (its `method`
+        string names the scheme)."""
+        return cls(
+            resolution,
+            diffusivity=params.diffusivity,
+            dt=params.dt,
+            scheme=_SCHEMES[params.method](),
+            dtype=dtype,
+        )
+
+    def check(self, u):
+        check_field(u, self.dtype, (self.resolution,) * 2)
+
+    def to_state(self, u: Float[Array, "1 s s"]):
+        return u[:, 1:-1, 1:-1], jax.vmap(_boundary_term)(u), u
+
+    def from_state(self, state) -> Float[Array, "1 s s"]:
+        interior, _, field = state
+        return field.at[:, 1:-1, 1:-1].set(interior)
+
+    def step_interior(
+        self, interior: Float[Array, "m m"], bterm: Float[Array, "m m"]
+    ) -> Float[Array, "m m"]:
+        """One step of the interior nodes given the boundary term."""
+        return self.scheme.step(self.operators, interior, bterm, self.r)
+
+    def step_state(self, state):
+        interior, bterm, field = state
+        return jax.vmap(self.step_interior)(interior, bterm), bterm, field
 
 
 def advance(
-    field: Float[Array | np.ndarray, "*batch s s"], params: HeatParams, n_steps: int
-) -> Float[Array, "*batch s s"]:
+    field: Float[Array | np.ndarray, "*batch s1 s2"], params: HeatParams, n_steps: int
+) -> Float[Array, "*batch s1 s2"]:
     """Advances a temperature field (boundary values included and kept fixed) by
-    `n_steps` steps, for streaming a simulation step by step or chunk by chunk."""
+    `n_steps` steps, for streaming a simulation step by step or chunk by chunk.
+
+    A batched, jit-compiled convenience over
+    [`repeat`][solvers.stepping.repeat]`(Heat(...), n_steps)`."""
     field = jnp.asarray(field)
-    if field.ndim < 2 or field.shape[-1] != field.shape[-2]:
-        raise ValueError(f"field must have shape (..., s, s), got {field.shape}.")
-    _check_resolution(field.shape[-1])
-    flat = field.reshape(-1, *field.shape[-2:])
-    out = _run_batch(flat, params, jnp.asarray([int(n_steps)]))[:, 0]
-    return out.reshape(field.shape)
+    check_square_fields(field, "field", periodic=False)
+    s = field.shape[-1]
+    stepper = Heat.from_params(s, params, field.dtype)
+    return repeat_batch(stepper, field.reshape(-1, 1, s, s), n_steps).reshape(field.shape)
 
 
 def solve(
-    theta: Float[Array | np.ndarray, "*batch 5"],
+    theta: Float[Array | np.ndarray, "*batch n_theta"],
     resolution: int,
     params: HeatParams,
     record_times: Sequence[float] | np.ndarray,
 ) -> Float[Array, "*batch n_records s s"]:
     """Temperature fields at `record_times` for the parameters `theta`.
+
+    A batched, jit-compiled convenience over [`record`][solvers.stepping.record]
+    with the stepper [`Heat`][solvers.heat.Heat].
 
     **Arguments:**
 
@@ -208,8 +302,10 @@ def solve(
     if not jnp.issubdtype(theta.dtype, jnp.floating):
         theta = theta.astype(jnp.result_type(float))
     _check_theta(theta)
-    fields = initial_field(theta, resolution).reshape(-1, resolution, resolution)
-    out = _run_batch(fields, params, jnp.asarray(_steps(record_times, params.dt)))
+    s = resolution
+    fields = initial_field(theta, s).reshape(-1, 1, s, s)
+    stepper = Heat.from_params(s, params, fields.dtype)
+    out = record_batch(stepper, fields, record_times)[:, :, 0]
     return out.reshape((*theta.shape[:-1], *out.shape[1:]))
 
 
@@ -235,7 +331,7 @@ def make_dataset(
     s, s) temperatures at t = record_every·dt, 2·record_every·dt, …,
     "times": (n_records,)}`.
     """
-    _check_resolution(resolution)
+    check_resolution(resolution, periodic=False)
     if not high > low:
         raise ValueError(f"need low < high, got low={low}, high={high}.")
     if n_steps < 1 or record_every < 1 or n_steps % record_every:

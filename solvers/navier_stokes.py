@@ -20,9 +20,13 @@ with `|k|² = 4π²(k_x² + k_y²)` and `N(ω) = u·∇ω`. Arrays are indexed
 `0.1 (sin 2π(x+y) + cos 2π(x+y))`; the initial vorticity is a Gaussian random
 field with covariance `7^{3/2}(−Δ + 49 I)^{−2.5}` ([`random_vorticity`][solvers.navier_stokes.random_vorticity]).
 
-Everything is JAX: `solve` and `advance` are jit-compiled, take one field
-`(s, s)` or a batch `(..., s, s)` (vmapped), and run in float32 or float64
-(the dtype of `w0`).
+Everything is JAX. The solver is the one-sample stepper module
+[`NavierStokes`][solvers.navier_stokes.NavierStokes]: `stepper(w)` advances one
+field `(1, s, s)` by `dt`; trajectories come from `solvers.stepping`'s `rollout`,
+`repeat` and `record`, batches from `jax.vmap`, compilation from the caller's
+`jax.jit`. `solve`, `advance` and `make_dataset` are batched, jit-compiled
+conveniences over it that take `(s, s)` or `(..., s, s)` and run in float32 or
+float64 (the dtype of `w0`).
 
 **Nesting of grids.** The grid `x_i = i/s` at resolution `s` is every second
 point of the grid at `2s`, and the random initial field is the same function at
@@ -42,13 +46,25 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Complex, Float
 
+from ._batched import check_square_fields, record_batch, repeat_batch
 from ._grf import periodic_grf
+from ._grid import (
+    check_choice,
+    check_dtype,
+    check_field,
+    check_positive,
+    check_resolution,
+    dealias_mask,
+    rfft_wavenumbers,
+)
+from .stepping import AbstractStepper, record_increments
 
 
 __all__ = [
     "NSParams",
+    "NavierStokes",
     "SHARED_KEYS",
     "advance",
     "default_forcing",
@@ -64,10 +80,14 @@ __all__ = [
 #: Keys of `make_dataset`'s output that are shared by all samples (no sample axis).
 SHARED_KEYS = ("times",)
 
+_FORCINGS = ("fno", "none")
+
 
 @dataclasses.dataclass(frozen=True)
 class NSParams:
-    """Parameters of the Navier–Stokes solver.
+    """Parameters of the Navier–Stokes solver (for `solve`, `advance`,
+    `make_dataset`; the stepper [`NavierStokes`][solvers.navier_stokes.NavierStokes]
+    takes the same names as keywords).
 
     - `viscosity`: kinematic viscosity ν > 0 (FNO benchmark: 1e-3, 1e-4, 1e-5).
     - `dt`: time step > 0. Explicit advection needs `dt · max|u| · s ≲ 1`.
@@ -81,19 +101,9 @@ class NSParams:
     dealias: bool = True
 
     def __post_init__(self):
-        if not (isinstance(self.viscosity, (int, float)) and self.viscosity > 0):
-            raise ValueError(f"viscosity must be a positive number, got {self.viscosity!r}.")
-        if not (isinstance(self.dt, (int, float)) and self.dt > 0):
-            raise ValueError(f"dt must be a positive number, got {self.dt!r}.")
-        if self.forcing not in ("fno", "none"):
-            raise ValueError(f"forcing must be 'fno' or 'none', got {self.forcing!r}.")
-
-
-def _check_resolution(s: int, name: str = "resolution") -> None:
-    if not isinstance(s, (int, np.integer)) or s < 4 or s % 2:
-        raise ValueError(
-            f"{name} must be an even integer >= 4 for the pseudo-spectral solver, got {s!r}."
-        )
+        check_positive("viscosity", self.viscosity)
+        check_positive("dt", self.dt)
+        check_choice("forcing", self.forcing, _FORCINGS)
 
 
 def _forcing_np(resolution: int) -> np.ndarray:
@@ -107,87 +117,123 @@ def default_forcing(resolution: int, dtype=None) -> Float[Array, "s s"]:
     return jnp.asarray(_forcing_np(resolution), dtype)
 
 
-def _operators(s: int, params: NSParams, dtype):
-    """Wavenumbers (rfft layout), |k|², dealias mask and forcing transform."""
-    kx = np.fft.fftfreq(s) * s
-    ky = np.fft.rfftfreq(s) * s
-    ikx = 2j * np.pi * kx[:, None] * np.ones_like(ky)[None, :]
-    iky = 2j * np.pi * np.ones_like(kx)[:, None] * ky[None, :]
-    lap = 4 * np.pi**2 * (kx[:, None] ** 2 + ky[None, :] ** 2)
-    if params.dealias:
-        mask = (3 * np.abs(kx)[:, None] < s) & (3 * np.abs(ky)[None, :] < s)
-    else:
-        mask = np.ones_like(lap, dtype=bool)
-    inv_lap = np.where(lap == 0, 0.0, 1.0 / np.where(lap == 0, 1.0, lap))
-    if params.forcing == "fno":
-        f_hat = np.fft.rfft2(_forcing_np(s))
-    else:
-        f_hat = np.zeros_like(lap, dtype=complex)
-    cdtype = jnp.result_type(dtype, jnp.complex64)
-    c = lambda a: jnp.asarray(a, cdtype)  # noqa: E731
-    return {
-        "ikx": c(ikx),
-        "iky": c(iky),
-        "inv_lap": jnp.asarray(inv_lap, dtype),
-        "mask": jnp.asarray(mask, dtype),
-        "f_hat": c(f_hat),
-        "lhs": jnp.asarray(1 + 0.5 * params.dt * params.viscosity * lap, dtype),
-        "rhs": jnp.asarray(1 - 0.5 * params.dt * params.viscosity * lap, dtype),
-    }
+class NavierStokes(AbstractStepper):
+    r"""One Crank–Nicolson / Heun step of the vorticity equation (module docstring)
+    on the periodic unit square, for one field `(1, s, s)`.
 
+    The state between steps is the rfft of the vorticity, so
+    [`rollout`][solvers.stepping.rollout], [`repeat`][solvers.stepping.repeat]
+    and [`record`][solvers.stepping.record] transform once per run.
 
-def _nonlinear(w_hat, ops, s):
-    """Transform of `u·∇ω` (dealiased) from the transform of ω."""
-    psi_hat = w_hat * ops["inv_lap"]
-    irfft = lambda a: jnp.fft.irfft2(a, s=(s, s))  # noqa: E731
-    u = irfft(ops["iky"] * psi_hat)
-    v = -irfft(ops["ikx"] * psi_hat)
-    wx = irfft(ops["ikx"] * w_hat)
-    wy = irfft(ops["iky"] * w_hat)
-    return jnp.fft.rfft2(u * wx + v * wy) * ops["mask"]
+    **Arguments:**
 
+    - `resolution`: grid size `s` (even, `>= 4`) of `x_i = i/s`.
+    - `viscosity`, `dt`, `forcing`, `dealias`: as in
+      [`NSParams`][solvers.navier_stokes.NSParams].
+    - `dtype`: float32 or float64 (default: JAX's default float); the fields the
+      stepper takes must have this dtype.
+    """
 
-def _step(w_hat, ops, dt, s):
-    """One Crank–Nicolson / Heun step in Fourier space."""
-    n0 = _nonlinear(w_hat, ops, s)
-    base = ops["rhs"] * w_hat + dt * ops["f_hat"]
-    w_tilde = (base - dt * n0) / ops["lhs"]
-    n1 = _nonlinear(w_tilde, ops, s)
-    return (base - 0.5 * dt * (n0 + n1)) / ops["lhs"]
+    resolution: int = eqx.field(static=True)
+    viscosity: float = eqx.field(static=True)
+    dt: float = eqx.field(static=True)
+    forcing: str = eqx.field(static=True)
+    dealias: bool = eqx.field(static=True)
+    ikx: Complex[Array, "s k"]
+    iky: Complex[Array, "s k"]
+    inv_lap: Float[Array, "s k"]
+    mask: Float[Array, "s k"]
+    f_hat: Complex[Array, "s k"]
+    lhs: Float[Array, "s k"]
+    rhs: Float[Array, "s k"]
 
+    def __init__(
+        self,
+        resolution: int,
+        *,
+        viscosity: float = 1e-3,
+        dt: float = 1e-4,
+        forcing: str = "fno",
+        dealias: bool = True,
+        dtype=None,
+    ):
+        check_resolution(resolution)
+        check_positive("viscosity", viscosity)
+        check_positive("dt", dt)
+        check_choice("forcing", forcing, _FORCINGS)
+        dtype = check_dtype(dtype)
+        s = int(resolution)
+        self.resolution, self.viscosity, self.dt = s, float(viscosity), float(dt)
+        self.forcing, self.dealias = forcing, bool(dealias)
+        kx, ky = rfft_wavenumbers(s, 2)
+        lap = 4 * np.pi**2 * (kx**2 + ky**2)
+        inv_lap = np.where(lap == 0, 0.0, 1.0 / np.where(lap == 0, 1.0, lap))
+        if forcing == "fno":
+            f_hat = np.fft.rfft2(_forcing_np(s))
+        else:
+            f_hat = np.zeros_like(lap, dtype=complex)
+        cdtype = jnp.result_type(dtype, jnp.complex64)
+        self.ikx = jnp.asarray(2j * np.pi * kx * np.ones_like(ky), cdtype)
+        self.iky = jnp.asarray(2j * np.pi * np.ones_like(kx) * ky, cdtype)
+        self.inv_lap = jnp.asarray(inv_lap, dtype)
+        self.mask = jnp.asarray(dealias_mask(s, (kx, ky), self.dealias), dtype)
+        self.f_hat = jnp.asarray(f_hat, cdtype)
+        self.lhs = jnp.asarray(1 + 0.5 * dt * viscosity * lap, dtype)
+        self.rhs = jnp.asarray(1 - 0.5 * dt * viscosity * lap, dtype)
 
-def _check_field(w, name="w0"):
-    if w.ndim < 2 or w.shape[-1] != w.shape[-2]:
-        raise ValueError(f"{name} must have shape (..., s, s), got {w.shape}.")
-    _check_resolution(w.shape[-1], f"{name}.shape[-1]")
-    if not jnp.issubdtype(w.dtype, jnp.floating):
-        raise ValueError(f"{name} must be a real floating array, got dtype {w.dtype}.")
+    @classmethod
+    def from_params(cls, resolution: int, params: NSParams, dtype=None) -> NavierStokes:
+        """The stepper of an [`NSParams`][solvers.navier_stokes.NSParams]."""
+        return cls(
+            resolution,
+            viscosity=params.viscosity,
+            dt=params.dt,
+            forcing=params.forcing,
+            dealias=params.dealias,
+            dtype=dtype,
+        )
 
+    def check(self, u):
+        check_field(u, self.inv_lap.dtype, (self.resolution,) * 2)
 
-def _batched(fn, w, *args):
-    lead = w.shape[:-2]
-    flat = w.reshape((-1, *w.shape[-2:]))
-    out = fn(flat, *args)
-    return out.reshape((*lead, *out.shape[1:]))
+    def to_state(self, u: Float[Array, "1 s s"]) -> Complex[Array, "1 s k"]:
+        return jnp.fft.rfft2(u)
 
+    def from_state(self, w_hat: Complex[Array, "1 s k"]) -> Float[Array, "1 s s"]:
+        s = self.resolution
+        return jnp.fft.irfft2(w_hat, s=(s, s))
 
-def _advance_one(w, params: NSParams, n_steps):
-    s = w.shape[-1]
-    ops = _operators(s, params, w.dtype)
-    w_hat = jnp.fft.rfft2(w)
-    w_hat = jax.lax.fori_loop(0, n_steps, lambda _, wh: _step(wh, ops, params.dt, s), w_hat)
-    return jnp.fft.irfft2(w_hat, s=(s, s))
+    def nonlinear(self, w_hat: Complex[Array, "*c s k"]) -> Complex[Array, "*c s k"]:
+        """Transform of `u·∇ω` (dealiased) from the transform of ω."""
+        s = self.resolution
+        psi_hat = w_hat * self.inv_lap
+        irfft = lambda a: jnp.fft.irfft2(a, s=(s, s))  # noqa: E731
+        u = irfft(self.iky * psi_hat)
+        v = -irfft(self.ikx * psi_hat)
+        wx = irfft(self.ikx * w_hat)
+        wy = irfft(self.iky * w_hat)
+        return jnp.fft.rfft2(u * wx + v * wy) * self.mask
+
+    def step_state(self, w_hat: Complex[Array, "1 s k"]) -> Complex[Array, "1 s k"]:
+        """One Crank–Nicolson / Heun step in Fourier space."""
+        dt = self.dt
+        n0 = self.nonlinear(w_hat)
+        base = self.rhs * w_hat + dt * self.f_hat
+        w_tilde = (base - dt * n0) / self.lhs
+        n1 = self.nonlinear(w_tilde)
+        return (base - 0.5 * dt * (n0 + n1)) / self.lhs
 
 
 def advance(
-    w: Float[Array | np.ndarray, "*batch s s"], params: NSParams, n_steps: int
-) -> Float[Array, "*batch s s"]:
+    w: Float[Array | np.ndarray, "*batch s1 s2"], params: NSParams, n_steps: int
+) -> Float[Array, "*batch s1 s2"]:
     """Advances the vorticity by `n_steps` steps of size `params.dt`.
 
-    For streaming a trajectory chunk by chunk: calling `advance` k times with
-    `n_steps = m` equals one call with `k·m` (up to one FFT round trip of
-    rounding per chunk). Compiled once per shape, dtype and `params`
-    (`n_steps` is a traced value, so changing it does not recompile).
+    A batched convenience over [`repeat`][solvers.stepping.repeat]`(NavierStokes(...),
+    n_steps)`, jit-compiled once per shape, dtype and `params` (`n_steps` is a
+    traced value, so changing it does not recompile). For streaming a trajectory
+    chunk by chunk: calling `advance` k times with `n_steps = m` equals one call
+    with `k·m` (up to one FFT round trip of rounding per chunk).
 
     **Arguments:**
 
@@ -198,45 +244,22 @@ def advance(
     **Returns:** the vorticity after `n_steps` steps, same shape and dtype.
     """
     w = jnp.asarray(w)
-    _check_field(w, "w")
-    if int(n_steps) < 0:
-        raise ValueError(f"n_steps must be >= 0, got {n_steps!r}.")
-    return _batched(_advance_batch, w, params, jnp.asarray(int(n_steps)))
-
-
-def _record_steps(record_times: Sequence[float] | np.ndarray, dt: float) -> np.ndarray:
-    times = np.asarray(record_times, dtype=float).reshape(-1)
-    if times.size == 0:
-        raise ValueError("record_times must hold at least one time.")
-    if np.any(times < 0) or np.any(np.diff(times) < 0):
-        raise ValueError(f"record_times must be non-negative and non-decreasing, got {times}.")
-    steps = np.rint(times / dt).astype(np.int64)
-    if not np.allclose(steps * dt, times, rtol=1e-9, atol=1e-9 * max(1.0, times.max())):
-        raise ValueError(
-            f"record_times must be integer multiples of dt={dt}; got {times}. "
-            "Choose dt so that every record time is a whole number of steps."
-        )
-    return np.diff(np.concatenate([[0], steps]))
-
-
-def _solve_one(w0, params: NSParams, increments):
-    s = w0.shape[-1]
-    ops = _operators(s, params, w0.dtype)
-
-    def record(w_hat, count):
-        w_hat = jax.lax.fori_loop(0, count, lambda _, wh: _step(wh, ops, params.dt, s), w_hat)
-        return w_hat, jnp.fft.irfft2(w_hat, s=(s, s))
-
-    _, out = jax.lax.scan(record, jnp.fft.rfft2(w0), increments)
-    return out
+    check_square_fields(w, "w", periodic=True)
+    s = w.shape[-1]
+    stepper = NavierStokes.from_params(s, params, w.dtype)
+    return repeat_batch(stepper, w.reshape(-1, 1, s, s), n_steps).reshape(w.shape)
 
 
 def solve(
-    w0: Float[Array | np.ndarray, "*batch s s"],
+    w0: Float[Array | np.ndarray, "*batch s1 s2"],
     params: NSParams,
     record_times: Sequence[float] | np.ndarray,
-) -> Float[Array, "*batch n_records s s"]:
+) -> Float[Array, "*batch n_records s1 s2"]:
     """Integrates from `w0` at t = 0 and returns the vorticity at `record_times`.
+
+    A batched convenience over [`record`][solvers.stepping.record] with the
+    stepper [`NavierStokes`][solvers.navier_stokes.NavierStokes] (vmapped and
+    jit-compiled here).
 
     **Arguments:**
 
@@ -249,19 +272,11 @@ def solve(
     **Returns:** `(..., n_records, s, s)`.
     """
     w0 = jnp.asarray(w0)
-    _check_field(w0)
-    increments = jnp.asarray(_record_steps(record_times, params.dt))
-    return _batched(_solve_batch, w0, params, increments)
-
-
-@eqx.filter_jit
-def _solve_batch(w0, params: NSParams, increments):
-    return jax.vmap(_solve_one, in_axes=(0, None, None))(w0, params, increments)
-
-
-@eqx.filter_jit
-def _advance_batch(w, params: NSParams, n_steps):
-    return jax.vmap(_advance_one, in_axes=(0, None, None))(w, params, n_steps)
+    check_square_fields(w0, "w0", periodic=True)
+    s = w0.shape[-1]
+    stepper = NavierStokes.from_params(s, params, w0.dtype)
+    out = record_batch(stepper, w0.reshape(-1, 1, s, s), record_times)[:, :, 0]
+    return out.reshape((*w0.shape[:-2], *out.shape[1:]))
 
 
 def random_vorticity(
@@ -284,7 +299,7 @@ def random_vorticity(
 
     **Returns:** `(n, s, s)` in `dtype` (default: JAX's default float).
     """
-    _check_resolution(resolution)
+    check_resolution(resolution)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n!r}.")
     sigma = tau ** (alpha - 1.0) if sigma is None else sigma
@@ -340,7 +355,7 @@ def make_dataset(
     s, s) vorticity at the record times, "times": (n_records,)}`.
     """
     params = NSParams(viscosity=viscosity, dt=dt, forcing=forcing)
-    _check_resolution(resolution)
+    check_resolution(resolution)
     if not record_every > 0 or not t_final >= record_every:
         raise ValueError(
             f"need 0 < record_every <= t_final, got record_every={record_every}, t_final={t_final}."
@@ -349,7 +364,7 @@ def make_dataset(
     if not math.isclose(n_records * record_every, t_final, rel_tol=1e-9):
         raise ValueError(f"t_final={t_final} must be a multiple of record_every={record_every}.")
     times = record_every * np.arange(1, n_records + 1)
-    _record_steps(times, dt)
+    record_increments(times, dt)  # checks the record times before any work
     key = jax.random.key(seed)
     inputs, outputs = [], []
     for lo in range(0, n, batch_size):

@@ -1,0 +1,60 @@
+"""The solvers produce the data they produced before the stepper modules.
+
+`data/*.npz` and `data/navier_stokes_generate.h5` were written by
+`data/make_reference.py` with the hand-written time loops that the steppers and
+`solvers.stepping` replaced, in float32. Today's `make_dataset` and
+`solvers.generate` must give the same arrays to float32 round-off.
+"""
+
+import importlib
+import importlib.util
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from solvers import generate
+
+
+DATA = Path(__file__).parent / "data"
+_spec = importlib.util.spec_from_file_location("make_reference", DATA / "make_reference.py")
+reference = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(reference)
+
+
+@pytest.mark.parametrize("name", sorted(reference.CASES))
+def test_make_dataset_matches_reference(name, float32):
+    module, n, resolution, kwargs = reference.CASES[name]
+    data = importlib.import_module(f"solvers.{module}").make_dataset(n, resolution, **kwargs)
+    expected = np.load(DATA / f"{name}.npz")
+    assert sorted(data) == sorted(expected.files)
+    for key in expected.files:
+        assert data[key].dtype == expected[key].dtype and data[key].shape == expected[key].shape
+        scale = max(np.abs(expected[key]).max(), 1e-30)
+        # float32 round-off; the NS case runs 10⁴ steps.
+        np.testing.assert_allclose(data[key], expected[key], rtol=0, atol=1e-5 * scale)
+
+
+def test_generate_matches_reference(tmp_path):
+    g = reference.GENERATE
+    out = generate.generate(
+        "navier_stokes",
+        g["n"],
+        g["resolution"],
+        tmp_path / "ns.h5",
+        seed=g["seed"],
+        params=g["params"],
+        chunk=g["chunk"],
+        progress=False,
+    )
+    with h5py.File(out, "r") as new, h5py.File(DATA / "navier_stokes_generate.h5", "r") as old:
+        assert sorted(new) == sorted(old)
+        assert {k: new.attrs[k] for k in new.attrs} == {k: old.attrs[k] for k in old.attrs}
+        for key in old:
+            a, b = new[key][...], old[key][...]
+            assert a.dtype == b.dtype and a.shape == b.shape
+            if a.dtype == bool:
+                np.testing.assert_array_equal(a, b)
+            else:
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * np.abs(b).max())
