@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import default_float_dtype
+from .._checks import check_choice, default_float_dtype
 from .._custom_types import Real
 
 
@@ -122,6 +122,7 @@ class Zero(eqx.Module):
 
 def make_skip(kind: str, in_channels: int, out_channels: int, *, dtype=None, key) -> eqx.Module:
     """Skip connection: `"linear"` (1×1 conv, no bias), `"soft-gating"`, `"identity"`, `"none"`."""
+    check_choice("skip", kind, SKIPS)
     if kind == "linear":
         return PointwiseLinear(in_channels, out_channels, use_bias=False, dtype=dtype, key=key)
     if kind in ("soft-gating", "identity") and in_channels != out_channels:
@@ -130,9 +131,7 @@ def make_skip(kind: str, in_channels: int, out_channels: int, *, dtype=None, key
         return SoftGating(in_channels, dtype=dtype)
     if kind == "identity":
         return Identity()
-    if kind == "none":
-        return Zero()
-    raise ValueError(f"skip type must be one of {SKIPS}, got {kind!r}.")
+    return Zero()  # "none"
 
 
 class InstanceNorm(eqx.Module):
@@ -168,13 +167,12 @@ class GroupNorm(eqx.Module):
 
 
 def make_norm(kind: str | None, channels: int, *, dtype=None) -> eqx.Module | None:
+    check_choice("norm", kind, NORMS)
     if kind is None:
         return None
     if kind == "instance":
         return InstanceNorm()
-    if kind == "group":
-        return GroupNorm(channels, dtype=dtype)
-    raise ValueError(f"`norm` must be one of {NORMS}, got {kind!r}.")
+    return GroupNorm(channels, dtype=dtype)  # "group"
 
 
 def grid_embedding(x: Float[Array, " channels *grid"]) -> Float[Array, " channels_out *grid"]:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._checks import check_choice
 from .._custom_types import Real
 
 
@@ -19,8 +20,7 @@ REDUCTIONS = ("sum", "mean", "none")
 def _prepare(pred, true, d, reduction, name):
     if pred.shape != true.shape:
         raise ValueError(f"{name}: `pred` {pred.shape} and `true` {true.shape} differ in shape.")
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"{name}: `reduction` must be one of {REDUCTIONS}, got {reduction!r}.")
+    check_choice("reduction", reduction, REDUCTIONS)
     if d is None:
         d = pred.ndim - 2
     if not isinstance(d, int) or d < 1 or d > pred.ndim:

@@ -141,10 +141,7 @@ def contract(
     w_sub, out_sub = ("i" + sp, "i" + sp) if separable else ("io" + sp, "o" + sp)
     if implementation == "reconstructed":
         return jnp.einsum(f"{x_sub},{w_sub}->{out_sub}", x_block, weight.to_tensor())
-    if implementation != "factorized":
-        raise ValueError(
-            f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}."
-        )
+    check_choice("implementation", implementation, IMPLEMENTATIONS)
     subs, arrays = weight.operands(w_sub)
     return jnp.einsum(f"{x_sub},{','.join(subs)}->{out_sub}", x_block, *arrays, optimize="optimal")
 

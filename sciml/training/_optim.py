@@ -9,6 +9,8 @@ import jax
 import ml_collections
 import optax
 
+from .._checks import check_choice
+
 
 # A plain mapping or an `ml_collections.ConfigDict` (which is not a `Mapping`).
 ConfigLike = Mapping[str, Any] | ml_collections.ConfigDict
@@ -61,13 +63,14 @@ def make_schedule(config: ConfigLike) -> optax.Schedule:
         raise ValueError(f"optimizer.learning_rate must be positive, got {lr}.")
     if warmup < 0:
         raise ValueError(f"optimizer.warmup_steps must be >= 0, got {warmup}.")
+    check_choice("optimizer.schedule", kind, SCHEDULES)
     if kind == "constant":
         main = optax.constant_schedule(lr)
     elif kind == "cosine":
         if int(cfg["decay_steps"]) <= 0:
             raise ValueError(f"optimizer.decay_steps must be positive, got {cfg['decay_steps']}.")
         main = optax.cosine_decay_schedule(lr, int(cfg["decay_steps"]), alpha=cfg["end_factor"])
-    elif kind == "step":
+    else:  # "step"
         boundaries = [int(b) for b in cfg["boundaries"]]
         if sorted(boundaries) != boundaries or any(b <= 0 for b in boundaries):
             raise ValueError(
@@ -76,8 +79,6 @@ def make_schedule(config: ConfigLike) -> optax.Schedule:
         main = optax.piecewise_constant_schedule(
             lr, {b: float(cfg["decay_factor"]) for b in boundaries}
         )
-    else:
-        raise ValueError(f"optimizer.schedule must be one of {SCHEDULES}, got {kind!r}.")
     if warmup == 0:
         return main
     return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), main], [warmup])
@@ -85,6 +86,7 @@ def make_schedule(config: ConfigLike) -> optax.Schedule:
 
 def _base_optimizer(cfg: Mapping[str, Any]) -> optax.GradientTransformation:
     name, wd = cfg["name"], float(cfg["weight_decay"])
+    check_choice("optimizer.name", name, OPTIMIZERS)
     schedule = make_schedule(cfg)
     if wd < 0:
         raise ValueError(f"optimizer.weight_decay must be >= 0, got {wd}.")
@@ -97,11 +99,9 @@ def _base_optimizer(cfg: Mapping[str, Any]) -> optax.GradientTransformation:
                 f"got name='adam' with weight_decay={wd}."
             )
         return optax.adam(schedule, b1=cfg["b1"], b2=cfg["b2"], eps=cfg["eps"])
-    if name == "sgd":
-        momentum = float(cfg["momentum"]) or None
-        sgd = optax.sgd(schedule, momentum=momentum, nesterov=bool(cfg["nesterov"]))
-        return optax.chain(optax.add_decayed_weights(wd), sgd) if wd > 0 else sgd
-    raise ValueError(f"optimizer.name must be one of {OPTIMIZERS}, got {name!r}.")
+    momentum = float(cfg["momentum"]) or None  # "sgd"
+    sgd = optax.sgd(schedule, momentum=momentum, nesterov=bool(cfg["nesterov"]))
+    return optax.chain(optax.add_decayed_weights(wd), sgd) if wd > 0 else sgd
 
 
 def make_optimizer(
