@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.common import count_params, fingerprint, train_kwargs
-from sciml.pararnn import RNNModel
+from sciml.pararnn import AutoScan, Fallback, Newton, RNNModel, Sequential
 from sciml.training import fit, make_optimizer, read_metrics
 
 
@@ -86,8 +86,16 @@ def run(config, workdir: Path) -> dict:
         tokens=True,
         dtype=jnp.dtype(str(model_cfg.dtype)),
         key=model_key,
-        **config.newton.to_dict(),
     )
+    # config.newton: max_iter, fallback ("sequential" only) and method ("auto") of the Newton layers
+    if config.newton.fallback != "sequential" or config.newton.method != "auto":
+        raise ValueError("char_lm supports newton.fallback='sequential' and newton.method='auto'.")
+    solvers = {
+        "sequential": Sequential(),
+        "newton": Fallback(
+            Newton(max_steps=int(config.newton.max_iter), linear=AutoScan()), Sequential()
+        ),
+    }
     batch_size = int(config.train.batch_size)
 
     @jax.jit
@@ -106,10 +114,10 @@ def run(config, workdir: Path) -> dict:
         metrics = {"val_loss": loss, "val_bpc": loss / math.log(2)}
         layers = [d for d in diagnostics if d is not None]
         if layers:
-            iterations = jnp.stack([d.iterations for d in layers])
+            iterations = jnp.stack([d.stats["iterations"] for d in layers])
             metrics["newton_iterations_max"] = jnp.max(iterations)
             metrics["newton_iterations_mean"] = jnp.mean(iterations)
-            metrics["newton_fallbacks"] = sum(jnp.sum(d.fallback) for d in layers)
+            metrics["newton_fallbacks"] = sum(jnp.sum(d.stats["fallback"]) for d in layers)
         return metrics
 
     optimizer = make_optimizer(config.optimizer)
@@ -118,7 +126,7 @@ def run(config, workdir: Path) -> dict:
     for mode in MODES:
         start = time.perf_counter()
         result = fit(
-            model.with_mode(mode),
+            model.with_solver(solvers[mode]),
             loss_fn,
             batch_fn,
             optimizer=optimizer,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -37,8 +38,9 @@ class RNN(eqx.Module):
     - `solver`: an [`AbstractSolver`][sciml.pararnn.AbstractSolver].
     """
 
-    cell: AbstractCell
-    solver: AbstractSolver = Auto()
+    # checked in __check_init__, with messages that say how to fix the call
+    cell: Any
+    solver: Any = Auto()
 
     def __check_init__(self):
         if not isinstance(self.cell, AbstractCell):
@@ -204,7 +206,7 @@ class RNNModel(eqx.Module):
     - `num_heads`: heads of the ParaRNN input projections.
     - `mlp_ratio`: MLP width in units of `width`.
     - `solver`: the solver of every [`RNN`][sciml.pararnn.RNN] layer (default
-      [`Auto()`][sciml.pararnn.Auto]; set its `batch_size`).
+      [`Auto()`][sciml.pararnn.Auto], `None`; set its `batch_size`).
     - `tokens`: inputs are integer tokens of shape `(length,)`.
     - `dtype`, `key`.
     """
@@ -225,7 +227,7 @@ class RNNModel(eqx.Module):
         cell: str | Callable[[int, PRNGKeyArray], AbstractCell] = "paragru",
         num_heads: int = 1,
         mlp_ratio: int = 2,
-        solver: AbstractSolver = Auto(),
+        solver: AbstractSolver | None = None,
         tokens: bool = False,
         dtype=None,
         key: PRNGKeyArray,
@@ -246,7 +248,7 @@ class RNNModel(eqx.Module):
                 layer_cell = make_cell(
                     cell, width, width, num_heads=num_heads, dtype=dtype, key=cell_key
                 )
-            rnn = RNN(layer_cell, solver)
+            rnn = RNN(layer_cell, Auto() if solver is None else solver)
             blocks.append(RNNBlock(rnn, mlp_ratio, key=block_key))
         self.blocks = tuple(blocks)
         self.norm = eqx.nn.LayerNorm(width, dtype=dtype)

@@ -19,12 +19,11 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
-from ..recurrence import AbstractStructure, AutoScan, Dense, transposed_recurrence
+from ..recurrence import AutoScan, Dense, transposed_recurrence
 from ..solution import RESULTS, Solution, make_solution
 from ._solvers import (
     AbstractSolver,
     Auto,
-    DampedNewton,
     Fallback,
     Newton,
     Sequential,
@@ -196,11 +195,11 @@ def _result(stats) -> RESULTS:
 
 def solve_recurrence(
     cell: Callable[[Array, Any], Array],
-    h0: Float[Array | np.ndarray, " n"],
+    h0: Float[Array | np.ndarray, "..."],  # (n,): checked below with a clearer message
     xs: Any,
-    solver: AbstractSolver = Fallback(Newton(), Sequential()),
+    solver: Any = None,  # AbstractSolver | None; checked below with a message that names the fix
     *,
-    structure: AbstractStructure | None = None,
+    structure: Any = None,  # AbstractStructure | None; likewise
     guess: Float[Array | np.ndarray, "length n"] | None = None,
     throw: bool = True,
 ) -> Solution:
@@ -221,7 +220,7 @@ def solve_recurrence(
     - `solver`: [`Sequential()`][sciml.pararnn.Sequential],
       [`Newton(...)`][sciml.pararnn.Newton],
       [`DampedNewton(...)`][sciml.pararnn.DampedNewton],
-      [`Fallback(primary, backup)`][sciml.pararnn.Fallback] (default
+      [`Fallback(primary, backup)`][sciml.pararnn.Fallback] (default, `None`:
       `Fallback(Newton(), Sequential())`) or [`Auto()`][sciml.pararnn.Auto].
     - `structure`: the structure of `∂cell/∂h`
       ([`Diagonal()`][sciml.recurrence.Diagonal], `Block(K)`, `Dense()`);
@@ -261,6 +260,7 @@ def solve_recurrence(
             f"of shapes {[jnp.shape(leaf) for leaf in leaves]}."
         )
     (length,) = lengths
+    solver = Fallback(Newton(), Sequential()) if solver is None else solver
     if not isinstance(solver, AbstractSolver):
         raise ValueError(
             "solver must be Sequential(), Newton(...), DampedNewton(...), "

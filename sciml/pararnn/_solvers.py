@@ -25,6 +25,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float
 
@@ -50,7 +51,11 @@ def default_tolerance(dtype) -> float:
 
 
 def sequential_solve(
-    fn: Callable[[Array, Any], Array], h0: Float[Array, " n"], xs: Any, *, unroll: int = 1
+    fn: Callable[[Array, Any], Array],
+    h0: Float[Array | np.ndarray, " n"],
+    xs: Any,
+    *,
+    unroll: int = 1,
 ) -> Float[Array, "length n"]:
     """Evaluates `h_t = fn(h_{t-1}, x_t)` step by step with `lax.scan`.
 
@@ -72,7 +77,7 @@ def shift(h0: Array, hs: Array) -> Array:
     return jnp.concatenate([h0[None], hs[:-1]])
 
 
-def all_finite(*arrays: Array) -> Bool[Array, ""]:
+def all_finite(*arrays: Array | np.ndarray) -> Bool[Array, ""]:
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in arrays]))
 
 
@@ -109,6 +114,15 @@ def _check_tolerances(rtol, atol):
     for name, value in (("rtol", rtol), ("atol", atol)):
         if value is not None and not value >= 0:
             raise ValueError(f"`{name}` must be >= 0 or None (the dtype's default); got {value!r}.")
+
+
+def _check_guess(guess):
+    if not isinstance(guess, str):
+        raise ValueError(
+            f"`guess` must be one of {GUESSES}; got a {type(guess).__name__}. Pass an array "
+            "guess to solve_recurrence(..., guess=array)."
+        )
+    check_choice("guess", guess, GUESSES)
 
 
 class AbstractSolver(eqx.Module):
@@ -194,9 +208,10 @@ class Newton(AbstractSolver):
     rtol: float | None = eqx.field(static=True, default=None)
     atol: float | None = eqx.field(static=True, default=None)
     omega: float = eqx.field(static=True, default=1.0)
-    guess: str = eqx.field(static=True, default="cell")
+    # `guess` and `linear` are checked in __check_init__, with messages that say how to fix them
+    guess: Any = eqx.field(static=True, default="cell")
     quasi: bool = eqx.field(static=True, default=False)
-    linear: AbstractScanMethod = AutoScan()
+    linear: Any = AutoScan()
     window: int | None = eqx.field(static=True, default=None)
     check_structure: bool = eqx.field(static=True, default=False)
 
@@ -204,7 +219,7 @@ class Newton(AbstractSolver):
         check_positive_int("max_steps", self.max_steps)
         check_positive_int("window", self.window, allow_none=True)
         _check_tolerances(self.rtol, self.atol)
-        check_choice("guess", self.guess, GUESSES)
+        _check_guess(self.guess)
         if not 0 < self.omega <= 2:
             raise ValueError(f"`omega` must be in (0, 2]; got {self.omega!r}.")
         if not isinstance(self.linear, AbstractScanMethod):
@@ -263,12 +278,12 @@ class DampedNewton(AbstractBackup):
     damping: float = eqx.field(static=True, default=1e-3)
     rtol: float | None = eqx.field(static=True, default=None)
     atol: float | None = eqx.field(static=True, default=None)
-    guess: str = eqx.field(static=True, default="cell")
+    guess: Any = eqx.field(static=True, default="cell")
 
     def __check_init__(self):
         check_positive_int("max_steps", self.max_steps)
         _check_tolerances(self.rtol, self.atol)
-        check_choice("guess", self.guess, GUESSES)
+        _check_guess(self.guess)
         if not self.damping > 0:
             raise ValueError(f"`damping` must be positive; got {self.damping!r}.")
 
@@ -285,7 +300,8 @@ class DampedNewton(AbstractBackup):
         def body(state):
             k, hs, res, _ = state
             fs, a = _linearise(fn, h0, xs, hs, structure, True)
-            b = fs - a * shift(h0, hs)
+            # the known h_0 is folded into b_1 (the filter starts from z_0 = 0): b_1 = f_1
+            b = (fs - a * shift(h0, hs)).at[0].set(fs[0])
             new = kalman_filter_means(a, b, hs, sigma2)
             new_fs = jax.vmap(fn)(shift(h0, new), xs)
             finite = all_finite(new, new_fs)
@@ -307,8 +323,8 @@ class Fallback(AbstractSolver):
     [`DampedNewton`][sciml.pararnn.DampedNewton], parallel but iterative).
     """
 
-    primary: Newton
-    backup: AbstractBackup
+    primary: Any  # Newton; checked in __check_init__
+    backup: Any  # AbstractBackup; likewise
 
     def __check_init__(self):
         if not isinstance(self.primary, Newton):
@@ -358,7 +374,7 @@ class Auto(AbstractSolver):
     the layout of `CROSSOVERS`), `backend`.
     """
 
-    newton: AbstractSolver = Fallback(Newton(), Sequential())
+    newton: Any = Fallback(Newton(), Sequential())  # checked in __check_init__
     batch_size: int = eqx.field(static=True, default=1)
     crossovers: Any = eqx.field(static=True, default=None, converter=lambda t: t and _freeze(t))
     backend: str | None = eqx.field(static=True, default=None)
@@ -386,4 +402,3 @@ class Auto(AbstractSolver):
         if self.uses_newton(length, state_size, structure):
             return self.newton
         return Sequential()
-

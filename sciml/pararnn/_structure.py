@@ -55,7 +55,7 @@ def check_structure(
     fn: Callable[[Array, Any], Array],
     hs: Float[Array | np.ndarray, "points n"],
     xs: Any,
-    structure: AbstractStructure,
+    structure: Any,  # AbstractStructure; checked with a message naming the accepted ones
     *,
     rtol: float | None = None,
 ) -> float:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import math
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -158,6 +159,7 @@ _METHODS = "SequentialScan(), AssociativeScan(), ChunkedScan(chunk_size) or Auto
 
 
 def _prepare(a, b, structure, method):
+    method = AutoScan() if method is None else method
     if not isinstance(method, AbstractScanMethod):
         raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
     a, b = jnp.asarray(a), jnp.asarray(b)
@@ -171,26 +173,24 @@ def _prepare(a, b, structure, method):
         )
     elif isinstance(structure, Diagonal):
         if a.shape != b.shape:
-            raise ValueError(
-                f"Diagonal() steps must have the shape of b {b.shape}; got {a.shape}."
-            )
+            raise ValueError(f"Diagonal() steps must have the shape of b {b.shape}; got {a.shape}.")
     elif b.ndim != 2 or a.shape != (b.shape[0], *structure.shape(b.shape[1])):
         raise ValueError(
             f"{structure} steps for b of shape {b.shape} must have shape "
             f"(T, *{structure.shape(b.shape[-1])}); got {a.shape}."
         )
     dtype = jnp.result_type(a, b)
-    return a.astype(dtype), b.astype(dtype), structure
+    return a.astype(dtype), b.astype(dtype), structure, method
 
 
 def linear_recurrence(
-    a: Inexact[Array | np.ndarray, "length ..."],
+    a: Inexact[Array | np.ndarray, "..."],
     b: Inexact[Array | np.ndarray, "length ..."],
     h0: Inexact[Array | np.ndarray, "..."] | None = None,
     *,
-    structure: AbstractStructure | None = None,
+    structure: Any = None,  # AbstractStructure | None, checked with a message that says how to fix it
     reverse: bool = False,
-    method: AbstractScanMethod = AutoScan(),
+    method: Any = None,  # AbstractScanMethod | None, likewise
 ) -> Inexact[Array, "length ..."]:
     r"""All states of `h_t = A_t h_{t-1} + b_t`, `t = 1..T`.
 
@@ -211,11 +211,11 @@ def linear_recurrence(
     - `method`: [`SequentialScan`][sciml.recurrence.SequentialScan],
       [`AssociativeScan`][sciml.recurrence.AssociativeScan],
       [`ChunkedScan`][sciml.recurrence.ChunkedScan] or
-      [`AutoScan`][sciml.recurrence.AutoScan] (default).
+      [`AutoScan`][sciml.recurrence.AutoScan] (default, `None`).
 
     **Returns:** the states `(T, ...)`; `h_t` includes `b_t`.
     """
-    a, b, structure = _prepare(a, b, structure, method)
+    a, b, structure, method = _prepare(a, b, structure, method)
     if h0 is not None:
         h0 = jnp.asarray(h0, b.dtype)
         if h0.shape != b.shape[1:]:
@@ -231,11 +231,11 @@ def linear_recurrence(
 
 
 def transposed_recurrence(
-    a: Inexact[Array | np.ndarray, "length ..."],
+    a: Inexact[Array | np.ndarray, "..."],
     g: Inexact[Array | np.ndarray, "length ..."],
     *,
-    structure: AbstractStructure | None = None,
-    method: AbstractScanMethod = AutoScan(),
+    structure: Any = None,
+    method: Any = None,
 ) -> Inexact[Array, "length ..."]:
     r"""Solves the transposed system of [`linear_recurrence`][sciml.recurrence.linear_recurrence]:
     $$y_t = A_{t+1}^\top y_{t+1} + g_t,\quad t = T, \dots, 1,\qquad y_T = g_T,$$
@@ -246,7 +246,7 @@ def transposed_recurrence(
 
     **Returns:** `y_1..y_T`, `(T, ...)`.
     """
-    a, g, structure = _prepare(a, g, structure, method)
+    a, g, structure, method = _prepare(a, g, structure, method)
     if g.shape[0] == 0:
         return g
     later = structure.transpose(a[1:])  # A_{t+1}^T for t = 1..T-1; the last step starts at 0

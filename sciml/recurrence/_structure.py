@@ -28,6 +28,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import check_positive_int
@@ -43,35 +44,35 @@ class AbstractStructure(eqx.Module):
         """Shape of one matrix for states of size `n`; raises `ValueError` if impossible."""
 
     @abc.abstractmethod
-    def matvec(self, a: Array, y: Array) -> Array:
+    def matvec(self, a: Array | np.ndarray, y: Array | np.ndarray) -> Array:
         """`a @ y` for stacks of matrices `a` and vectors `y` of size `n`."""
 
     @abc.abstractmethod
-    def matmul(self, a: Array, b: Array) -> Array:
+    def matmul(self, a: Array | np.ndarray, b: Array | np.ndarray) -> Array:
         """`a @ b` for two stacks of matrices."""
 
     @abc.abstractmethod
-    def transpose(self, a: Array) -> Array:
+    def transpose(self, a: Array | np.ndarray) -> Array:
         """The transposed matrices, in the same layout."""
 
     @abc.abstractmethod
     def identity(self, n: int, dtype) -> Array:
         """The `n × n` identity in this layout."""
 
-    def identity_like(self, a: Array) -> Array:
+    def identity_like(self, a: Array | np.ndarray) -> Array:
         """Identities in the layout and (broadcast) shape of the stack `a`."""
         return jnp.broadcast_to(self.identity(self.size(a), a.dtype), a.shape)
 
     @abc.abstractmethod
-    def size(self, a: Array) -> int:
+    def size(self, a: Array | np.ndarray) -> int:
         """The state size `n` of matrices stored as `a`."""
 
     @abc.abstractmethod
-    def diagonal(self, a: Array) -> Array:
+    def diagonal(self, a: Array | np.ndarray) -> Array:
         """The diagonal entries `(..., n)`."""
 
     @abc.abstractmethod
-    def to_dense(self, a: Array) -> Array:
+    def to_dense(self, a: Array | np.ndarray) -> Array:
         """The matrices as dense `(..., n, n)` arrays."""
 
     @abc.abstractmethod

@@ -11,8 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, Complex
 
-from ..recurrence import AssociativeScan, SequentialScan
-from ..recurrence import linear_recurrence as _recurrence
+from ..recurrence import AssociativeScan, SequentialScan, linear_recurrence as _recurrence
 
 
 def _run(Lambda_bar, v, x0, reverse, method):
