@@ -90,8 +90,8 @@ class RNN(eqx.Module):
 
     def solve(
         self,
-        xs: Float[Array | np.ndarray, "length input"],
-        h0: Float[Array | np.ndarray, " state"] | None = None,
+        xs: Float[Array | np.ndarray, "..."],  # (length, input): checked, naming the fix
+        h0: Float[Array | np.ndarray, "..."] | None = None,  # (state,): likewise
     ) -> tuple[Float[Array, "length state"], Solution | None]:
         """The states of the recurrence and, for the parallel solvers, the solution.
 
@@ -113,8 +113,8 @@ class RNN(eqx.Module):
 
     def __call__(
         self,
-        xs: Float[Array | np.ndarray, "length input"],
-        h0: Float[Array | np.ndarray, " state"] | None = None,
+        xs: Float[Array | np.ndarray, "..."],  # (length, input): checked, naming the fix
+        h0: Float[Array | np.ndarray, "..."] | None = None,  # (state,): likewise
         *,
         key: PRNGKeyArray | None = None,
     ) -> Float[Array, "length hidden"]:

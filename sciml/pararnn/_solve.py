@@ -87,7 +87,7 @@ def _solve_window(fn, h0, xs, guess, structure, solver):
         "converged": converged,
         "newton_converged": newton_converged,
         "nonfinite": ~finite,
-        "fallback": ~done & (backup is not None),
+        "fallback": ~done & (backup is not None) & (newton is not None),
         "fallback_iterations": fallback_iterations,
         "failed_nonfinite": ~all_finite(hs) | (~finite & ~converged),
     }
@@ -224,14 +224,15 @@ def solve_recurrence(
       `Fallback(Newton(), Sequential())`) or [`Auto()`][sciml.pararnn.Auto].
     - `structure`: the structure of `∂cell/∂h`
       ([`Diagonal()`][sciml.recurrence.Diagonal], `Block(K)`, `Dense()`);
-      default `cell.structure` if the cell declares one, else `Dense()` (always
+      default: the structure the cell declares (also for a bound method such
+      as `para_gru.step`), else `Dense()` (always
       correct; `n` JVPs per step). Must be true of the cell, see
       [`check_structure`][sciml.pararnn.check_structure].
     - `guess`: an initial trajectory `(T, n)` (e.g. a previous solution),
       replacing the solver's `guess`.
     - `throw`: raise a runtime error when the returned states do not meet the
-      tolerance or are not finite, and when `xs` or `h0` hold NaN or Inf. With
-      `throw=False` read `solution.result`.
+      tolerance or are not finite, or when `xs` or `h0` hold NaN or Inf
+      (`recurrence_nonfinite`). With `throw=False` read `solution.result`.
 
     **Returns:** a [`Solution`][sciml.solution.Solution]: `value` the states
     `h_1..h_T` `(T, n)`; `result` `RESULTS.successful`,
@@ -266,8 +267,9 @@ def solve_recurrence(
             "solver must be Sequential(), Newton(...), DampedNewton(...), "
             f"Fallback(primary, backup) or Auto(); got {solver!r}."
         )
-    if structure is None:
-        structure = getattr(cell, "structure", Dense())
+    if structure is None:  # declared by the cell, or by the module of a bound `cell.step`
+        owner = getattr(cell, "__self__", cell)
+        structure = getattr(cell, "structure", getattr(owner, "structure", Dense()))
     check_structure_type(structure)
     structure.shape(n)
     x_example = jax.tree_util.tree_map(lambda leaf: leaf[0], xs)
@@ -279,9 +281,8 @@ def solve_recurrence(
     if isinstance(solver, Auto):
         solver = solver.select(length, n, structure)
 
-    if throw:
-        bad = ~all_finite(h0, *leaves)
-        h0 = eqx.error_if(h0, bad, "solve_recurrence: h0 or xs contains NaN or Inf.")
+    # non-finite input gives RESULTS.recurrence_nonfinite: one runtime check, not two
+    bad_input = ~all_finite(h0, *leaves)
     if isinstance(solver, Sequential):
         hs = sequential_solve(cell, h0, xs, unroll=solver.unroll)
         finite = all_finite(hs)
@@ -311,6 +312,8 @@ def solve_recurrence(
         converted, consts = jax.closure_convert(lambda h, x: cell(h, x), h0, x_example)
         hs, stats = _make_solve(converted, structure, solver)(consts, h0, xs, guess)
         stats = lax.stop_gradient(stats)
+    stats["converged"] = stats["converged"] & ~bad_input
+    stats["failed_nonfinite"] = stats["failed_nonfinite"] | bad_input
     result = _result(stats)
     del stats["failed_nonfinite"]
     return make_solution(hs, result, stats, throw=throw)

@@ -85,6 +85,15 @@ def _residual(hs, fs):
     return jnp.max(jnp.abs(hs - fs))
 
 
+def _residual_and_finite(hs, fs, jac):
+    """`max|h − f|` (`inf` if anything is not finite) and whether `h`, `f`, `J` are
+    finite, from two reductions: a maximum propagates NaN, and `h − f` is finite
+    exactly when both are (`inf − inf` is NaN)."""
+    res = _residual(hs, fs)
+    finite = jnp.isfinite(res) & jnp.isfinite(jnp.max(jnp.abs(jac)))
+    return jnp.where(finite, res, jnp.inf), finite
+
+
 def initial_guess(kind: str, fn, h0, xs):
     """The initial trajectory `"cell"` (`f(h_0, x_t)`), `"zeros"` or `"h0"`."""
     length = jax.tree_util.tree_leaves(xs)[0].shape[0]
@@ -236,27 +245,28 @@ class Newton(AbstractSolver):
         quasi = self.quasi and structure.kind != "diagonal"
         # the carry holds f and J at the iterate: one cell evaluation per iteration
         fs, jac = _linearise(fn, h0, xs, guess, structure, quasi)
-        finite = all_finite(guess, fs, jac)
-        res = jnp.where(finite, _residual(guess, fs), jnp.inf)
+        res, finite = _residual_and_finite(guess, fs, jac)
         jac_structure = Diagonal() if quasi else structure
 
+        # The loop stops at the first non-finite iterate, so only the last one can
+        # be non-finite: the carry keeps the iterate before it (`last`) and the
+        # finite one is picked once after the loop, not by a select per iteration.
         def cond(state):
-            k, hs, _, _, res, finite = state
+            k, hs, _, _, _, res, finite = state
             return (k < self.max_steps) & finite & ~(res <= tolerance(hs))
 
         def body(state):
-            k, hs, fs, jac, res, _ = state
+            k, hs, _, fs, jac, res, _ = state
             delta = linear_recurrence(jac, fs - hs, structure=jac_structure, method=self.linear)
             new = hs + self.omega * delta
             fs, jac = _linearise(fn, h0, xs, new, structure, quasi)
-            finite = all_finite(new, fs, jac)
-            # keep the last finite iterate: it is returned, or the backup starts from it
-            hs = jnp.where(finite, new, hs)
-            res = jnp.where(finite, _residual(new, fs), res)
-            return k + 1, hs, fs, jac, res, finite
+            new_res, finite = _residual_and_finite(new, fs, jac)
+            return k + 1, new, hs, fs, jac, jnp.where(finite, new_res, res), finite
 
-        start = (jnp.array(0, jnp.int32), guess, fs, jac, res, finite)
-        k, hs, _, _, res, finite = lax.while_loop(cond, body, start)
+        start = (jnp.array(0, jnp.int32), guess, guess, fs, jac, res, finite)
+        k, hs, last, _, _, res, finite = lax.while_loop(cond, body, start)
+        # keep the last finite iterate: it is returned, or the backup starts from it
+        hs = jnp.where(finite, hs, last)
         return k, hs, res, finite
 
 

@@ -167,7 +167,7 @@ def test_structure_spellings():
     [
         (lambda key: ParaGRU(5, 4, num_heads=2, key=key), "must divide"),
         (lambda key: ParaLSTM(4, 0, key=key), "hidden_size` must be a positive integer"),
-        (lambda key: GRU(4.0, 3, key=key), "input_size` must be a positive integer"),
+        (lambda key: GRU(0, 3, key=key), "input_size` must be a positive integer"),
     ],
 )
 def test_bad_sizes(make, match, getkey):
