@@ -186,8 +186,13 @@ class RecurrentSSM(eqx.Module):
             raise ValueError(f"u_t must have shape ({features},), got {u_t.shape}.")
         if self.check_finite:
             u_t = eqx.error_if(u_t, ~jnp.all(jnp.isfinite(u_t)), "u_t is not finite.")
-        state = self.Lambda_bar * state + self._inputs(u_t[None])[0]
-        return state, self._outputs(state[None], u_t[None])[0]
+        if self.mimo:
+            state = self.Lambda_bar * state + self.B_bar @ u_t.astype(self.B_bar.dtype)
+            y = (self.C @ state).real
+        else:
+            state = self.Lambda_bar * state + self.B_bar * u_t[:, None]
+            y = jnp.sum(self.C * state, -1).real
+        return state, self.scale * y + self.D * u_t
 
     def _inputs(self, u: Array) -> Array:
         """`B̄u_t` for every step: `(L, P')` (S5) or `(L, H, N/2)` (S4D)."""

@@ -106,7 +106,8 @@ def test_bad_input(getkey):
         RNN(cell, "parallel")
     with pytest.raises(TypeError, match="tolerance"):
         Newton(tolerance=1e-3)
-    with pytest.raises(ValueError, match="guess` must be one of"):
+    # (equinox also warns about an array in a static field; array guesses go to solve_recurrence)
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="guess` must be one of"):
         Newton(guess=jnp.zeros((10, 12)))
     with pytest.raises(ValueError, match="batch_size` must be a positive integer"):
         Auto(batch_size=0)
