@@ -7,26 +7,43 @@ loss with respect to the cell parameters and the inputs) of one `RNN` layer in
 over the cell steps with the input projections hoisted out of the loop), both
 jit-compiled and vmapped over the batch, float32. Also reported: the Newton
 iterations used (largest over the batch) and the largest difference between the
-two outputs. With `--linear`, instead: the three `linear_recurrence` methods
+two outputs. With `--baseline`, instead: Newton in diagonal mode against
+a clean-room quasi-DEER (Gonzalez et al., 2024; the algorithm of
+lindermanlab/elk, written here from the paper: the diagonal of the Jacobian
+from one JVP, an associative scan per iteration, stopping at the same residual
+tolerance) on the same ParaGRU cell and inputs, both jitted, called alternately
+in one process. With `--linear`, instead: the three `linear_recurrence` methods
 (associative scan, chunked, sequential) on diagonal and 2×2-block steps, which
 is how `method="auto"` was chosen per backend. The last lines give, per cell, hidden size and batch, the
 lengths at which Newton mode trains faster (forward+backward): the crossovers
 `RNN(mode="auto")` uses.
 
 usage: python -m benchmarks.pararnn [--quick] [--cells paragru paralstm]
-           [--lengths 1024 4096] [--hidden 8 64] [--batch 1 4] [--linear]
+           [--lengths 1024 4096] [--hidden 8 64] [--batch 1 4] [--linear | --baseline]
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from benchmarks._common import emit, environment, time_fn
-from sciml.pararnn import RNN, ParaGRU, ParaLSTM, linear_recurrence
+from sciml.pararnn import (
+    RNN,
+    Fallback,
+    Newton,
+    ParaGRU,
+    ParaLSTM,
+    Sequential,
+    default_tolerance,
+    solve_recurrence,
+)
+from sciml.recurrence import AssociativeScan, ChunkedScan, SequentialScan, linear_recurrence
 
 
 CELLS = {"paragru": ParaGRU, "paralstm": ParaLSTM}
@@ -35,7 +52,7 @@ CELLS = {"paragru": ParaGRU, "paralstm": ParaLSTM}
 def _layers(cell_name: str, hidden: int, key):
     heads = 4 if hidden >= 64 else 1
     cell = CELLS[cell_name](hidden, hidden, heads, dtype=jnp.float32, key=key)
-    return RNN(cell, "sequential"), RNN(cell, "newton")
+    return RNN(cell, Sequential()), RNN(cell, Fallback(Newton(), Sequential()))
 
 
 def _forward(layer, xs):
@@ -70,8 +87,8 @@ def bench_one(cell_name: str, length: int, hidden: int, batch: int, repeats: int
     _, diagnostics = eqx.filter_jit(lambda layer, xs: jax.vmap(layer.solve)(xs))(newton, xs)
     difference = jnp.max(jnp.abs(forward(newton, xs) - forward(sequential, xs)))
     record.update(
-        newton_iterations=int(jnp.max(diagnostics.iterations)),
-        newton_fallbacks=int(jnp.sum(diagnostics.fallback)),
+        newton_iterations=int(jnp.max(diagnostics.stats["iterations"])),
+        newton_fallbacks=int(jnp.sum(diagnostics.stats["fallback"])),
         max_abs_difference=float(difference),
         speedup_fwd=record["sequential_fwd_s"] / record["newton_fwd_s"],
         speedup_fwdbwd=record["sequential_fwdbwd_s"] / record["newton_fwdbwd_s"],
@@ -86,10 +103,73 @@ def bench_linear(structure: str, length: int, n: int, batch: int, repeats: int) 
     A = jax.random.uniform(key_a, shape, jnp.float32, -0.7, 0.7)
     b = jax.random.normal(key_b, (batch, length, n), jnp.float32)
     record = {}
-    for method in ("scan", "chunked", "sequential"):
+    methods = {"scan": AssociativeScan(), "chunked": ChunkedScan(), "sequential": SequentialScan()}
+    for name, method in methods.items():
         solve = jax.jit(jax.vmap(lambda A, b, m=method: linear_recurrence(A, b, method=m)))
-        record[f"{method}_s"] = _seconds(solve, A, b, repeats=repeats)
+        record[f"{name}_s"] = _seconds(solve, A, b, repeats=repeats)
     return record
+
+
+def quasi_deer(step, h0, us, *, max_steps=20):
+    """Clean-room quasi-DEER: from `h = 0`, repeat `h ← solve(h_t = a_t h_{t-1} + b_t)` with
+    `a_t = diag ∂f/∂h (h_{t-1}, u_t)` from one JVP with a ones tangent and
+    `b_t = f(h_{t-1}, u_t) − a_t h_{t-1}` (`a_1 = 0`, `b_1 = f(h_0, u_1)`), by an
+    associative scan, until `max|h_t − f(h_{t-1}, u_t)| ≤ tol (1 + max|h|)`."""
+    tol = default_tolerance(h0.dtype)
+
+    def linearise(hs):
+        prev = jnp.concatenate([h0[None], hs[:-1]])
+        ones = jnp.ones_like(h0)
+        fs, a = jax.vmap(lambda h, u: jax.jvp(lambda v: step(v, u), (h,), (ones,)))(prev, us)
+        return fs, a, prev
+
+    def cond(state):
+        k, hs, fs, _, _ = state
+        return (k < max_steps) & (jnp.max(jnp.abs(hs - fs)) > tol * (1 + jnp.max(jnp.abs(hs))))
+
+    def body(state):
+        k, hs, fs, a, prev = state
+        b = (fs - a * prev).at[0].set(fs[0])
+        a = a.at[0].set(0)
+        hs = lax.associative_scan(lambda e, f: (f[0] * e[0], f[0] * e[1] + f[1]), (a, b))[1]
+        return (k + 1, hs, *linearise(hs))
+
+    hs = jnp.zeros((us.shape[0], h0.shape[0]), h0.dtype)
+    return lax.while_loop(cond, body, (0, hs, *linearise(hs)))[1]
+
+
+def bench_baseline(length: int, hidden: int, rounds: int) -> dict:
+    """Median seconds of ours and quasi-DEER, called alternately, and their ratio."""
+    key_cell, key_x = jax.random.split(jax.random.key(0))
+    heads = 4 if hidden >= 64 else 1
+    cell = ParaGRU(hidden, hidden, heads, dtype=jnp.float32, key=key_cell)
+    us = cell.project(jax.random.normal(key_x, (length, hidden), jnp.float32))
+    h0 = jnp.zeros(hidden, jnp.float32)
+    solver = Fallback(Newton(), Sequential())
+    ours = jax.jit(lambda us: solve_recurrence(cell.step, h0, us, solver).value)
+    theirs = jax.jit(lambda us: quasi_deer(cell.step, h0, us))
+    reference = lax.scan(lambda h, u: (cell.step(h, u),) * 2, h0, us)[1]
+    times: dict[str, list[float]] = {"ours": [], "quasi_deer": []}
+    for fn in (ours, theirs):
+        jax.block_until_ready(fn(us))
+    for _ in range(rounds):
+        for name, fn in (("ours", ours), ("quasi_deer", theirs)):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(us))
+            times[name].append(time.perf_counter() - start)
+    median = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    ratios = sorted(a / b for a, b in zip(times["ours"], times["quasi_deer"]))
+    solution = solve_recurrence(cell.step, h0, us, solver)
+    return {
+        "ours_s": median["ours"],
+        "quasi_deer_s": median["quasi_deer"],
+        "ratio_median": ratios[len(ratios) // 2],
+        "ratio_q25": ratios[len(ratios) // 4],
+        "ratio_q75": ratios[3 * len(ratios) // 4],
+        "ours_iterations": int(solution.stats["iterations"]),
+        "ours_error": float(jnp.max(jnp.abs(solution.value - reference))),
+        "quasi_deer_error": float(jnp.max(jnp.abs(theirs(us) - reference))),
+    }
 
 
 def crossovers(records: list[dict]) -> list[dict]:
@@ -123,10 +203,26 @@ def main():
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--linear", action="store_true", help="time the linear recurrences")
+    parser.add_argument("--baseline", action="store_true", help="ours vs quasi-DEER (ParaGRU)")
+    parser.add_argument("--rounds", type=int, default=30, help="alternations of --baseline")
     args = parser.parse_args()
     if args.quick:
         args.lengths, args.hidden, args.batch, args.repeats = [1024, 4096], [8, 64], [1], 3
     env = environment()
+    if args.baseline:
+        for hidden in args.hidden:
+            for length in args.lengths:
+                record = bench_baseline(length, hidden, args.rounds)
+                emit(
+                    {
+                        "bench": "pararnn_baseline",
+                        "length": length,
+                        "hidden": hidden,
+                        **record,
+                        **env,
+                    }
+                )
+        return
     if args.linear:
         for structure in ("diagonal", "block(2)"):
             for n in args.hidden:

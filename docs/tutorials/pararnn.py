@@ -28,10 +28,16 @@ import matplotlib.pyplot as plt
 from sciml.pararnn import (
     RNN,
     AbstractCell,
+    Auto,
+    DampedNewton,
+    Diagonal,
+    Fallback,
+    Newton,
     RNNModel,
+    Sequential,
     check_structure,
-    newton_solve,
     sequential_solve,
+    solve_recurrence,
 )
 from sciml.training import fit, make_optimizer, read_metrics
 
@@ -49,7 +55,7 @@ from sciml.training import fit, make_optimizer, read_metrics
 
 # %%
 class LeakyCell(AbstractCell):
-    structure: ClassVar[str] = "diagonal"
+    structure: ClassVar[Diagonal] = Diagonal()
     a: jax.Array
     c: jax.Array
     W: jax.Array
@@ -83,7 +89,9 @@ cell = LeakyCell(1, 16, key=jax.random.key(0))
 # %%
 hs = jax.random.normal(jax.random.key(1), (8, 16))
 us = cell.project(jax.random.normal(jax.random.key(2), (8, 1)))
-print("largest entry outside the declared structure:", check_structure(cell.step, hs, us, "diagonal"))
+print(
+    "largest entry outside the declared structure:", check_structure(cell.step, hs, us, Diagonal())
+)
 
 # %% [markdown]
 # A cell that mixes its units (here a dense matrix) but claims to be diagonal is
@@ -98,35 +106,37 @@ def lying_step(h, u):
 
 
 try:
-    check_structure(lying_step, hs, us, "diagonal")
+    check_structure(lying_step, hs, us, Diagonal())
 except ValueError as error:
     print(error)
 
 # %% [markdown]
 # ## Newton evaluation equals the sequential one
 #
-# `newton_solve(fn, h0, xs, structure=...)` takes any pure function
-# `fn(h, x)`. It returns the states and a `NewtonDiagnostics`: the number of
-# Newton iterations, the final residual $\max_t |R_t|$, whether it converged,
-# whether a fallback ran.
+# `solve_recurrence(fn, h0, xs, solver)` takes any pure function `fn(h, x)`
+# and a solver module; the default is `Fallback(Newton(), Sequential())`. It
+# returns a `Solution`: the states, a result (`successful` here) and stats: the
+# number of Newton iterations, the final residual $\max_t |R_t|$, whether it
+# converged, whether the fallback ran. The structure comes from the cell
+# (`cell.step` is a method of a cell that declares `Diagonal()`).
 
 # %%
 xs = jax.random.normal(jax.random.key(4), (1000, 1))
 us = cell.project(xs)
 h0 = jnp.zeros(16)
-newton_states, diagnostics = jax.jit(
-    lambda us: newton_solve(cell.step, h0, us, structure="diagonal")
+solution = jax.jit(
+    lambda us: solve_recurrence(cell.step, h0, us, Fallback(Newton(), Sequential()))
 )(us)
 sequential_states = jax.jit(lambda us: sequential_solve(cell.step, h0, us))(us)
-print("iterations:", int(diagnostics.iterations), " residual:", float(diagnostics.residual))
-print("converged:", bool(diagnostics.converged), " fallback used:", bool(diagnostics.fallback))
-print("max |newton - sequential|:", float(jnp.max(jnp.abs(newton_states - sequential_states))))
+print(solution)
+print("max |newton - sequential|:", float(jnp.max(jnp.abs(solution.value - sequential_states))))
 
 # %% [markdown]
 # ## Training in Newton mode
 #
-# The `RNN` layer runs a cell with `mode="sequential"`, `"newton"` or
-# `"auto"`; all three use the same parameters. `RNNModel` stacks residual
+# The `RNN` layer runs a cell with any solver: `Sequential()`,
+# `Fallback(Newton(), Sequential())`, or `Auto()` (the default); all use the
+# same parameters. `RNNModel` stacks residual
 # blocks (layer norm, RNN, layer norm, MLP) and accepts our cell through a
 # factory. The task: from white noise $x_t$, predict
 # $y_t = \tanh(3 m_t)$ where $m_t$ is the exponential moving average
@@ -149,7 +159,12 @@ def make_batch(key):
 
 
 model = RNNModel(
-    1, 1, 16, 1, cell=lambda width, key: LeakyCell(width, width, key=key), mode="newton",
+    1,
+    1,
+    16,
+    1,
+    cell=lambda width, key: LeakyCell(width, width, key=key),
+    solver=Fallback(Newton(), Sequential()),
     key=jax.random.key(5),
 )
 
@@ -161,9 +176,15 @@ def loss_fn(model, batch, key):
 
 workdir = tempfile.mkdtemp()
 result = fit(
-    model, loss_fn, lambda step, key: make_batch(key),
+    model,
+    loss_fn,
+    lambda step, key: make_batch(key),
     optimizer=make_optimizer({"learning_rate": 3e-3, "clip_norm": 1.0}),
-    steps=200, key=jax.random.key(6), workdir=workdir, log_every=10, progress=False,
+    steps=200,
+    key=jax.random.key(6),
+    workdir=workdir,
+    log_every=10,
+    progress=False,
 )
 curve = [m for m in read_metrics(f"{workdir}/metrics.jsonl") if m["split"] == "train"]
 fig, ax = plt.subplots(figsize=(5, 3))
@@ -178,61 +199,63 @@ fig.tight_layout()
 
 # %%
 batch_ = make_batch(jax.random.key(7))
+solvers = {"newton": Fallback(Newton(), Sequential()), "sequential": Sequential()}
 grads = {
     mode: eqx.filter_jit(eqx.filter_grad(lambda m, b: loss_fn(m, b, None)[0]))(
-        result.model.with_mode(mode), batch_
+        result.model.with_solver(solver), batch_
     )
-    for mode in ("newton", "sequential")
+    for mode, solver in solvers.items()
 }
 leaves = [jax.tree_util.tree_leaves(grads[mode]) for mode in ("newton", "sequential")]
 print("max gradient difference:", max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(*leaves)))
 
 # %% [markdown]
-# `RNNModel.solve` also returns each layer's diagnostics. After training, the
+# `RNNModel.solve` also returns each layer's `Solution`. After training, the
 # trained cell still converges in a few iterations:
 
 # %%
 _, layer_diagnostics = eqx.filter_jit(lambda m, x: jax.vmap(m.solve)(x))(result.model, batch_[0])
-d = layer_diagnostics[0]
-print("iterations per sequence:", d.iterations)
-print("largest residual:", float(jnp.max(d.residual)), " fallbacks:", int(jnp.sum(d.fallback)))
+d = layer_diagnostics[0].stats
+print("iterations per sequence:", d["iterations"])
+print(
+    "largest residual:", float(jnp.max(d["residual"])), " fallbacks:", int(jnp.sum(d["fallback"]))
+)
 
 # %% [markdown]
 # ## When Newton does not converge
 #
 # Newton converges fast when the recurrence is contractive ($|J_t| \lesssim 1$).
-# Scale the recurrent weights up and it stalls: after `max_iter` iterations the
-# solver reports it, and the fallback gives the answer: `"sequential"` (the
-# default) evaluates with `lax.scan`; `"damped"` takes Levenberg–Marquardt
-# steps by a parallel Kalman filter, as in ELK, which do converge but, for a
-# recurrence this far from contractive, need about one iteration per time step.
-# With `fallback="none"` and `throw=False` the unconverged iterate is returned,
-# flagged; with `throw=True` (the default) it raises.
+# Scale the recurrent weights up and it stalls: after `max_steps` iterations the
+# solver reports it, and the backup of `Fallback` gives the answer:
+# `Sequential()` evaluates with `lax.scan`; `DampedNewton()` takes
+# Levenberg–Marquardt steps by a parallel Kalman filter, as in ELK, which do
+# converge but, for a recurrence this far from contractive, need about one
+# iteration per time step. `Newton` alone with `throw=False` returns the
+# unconverged iterate, flagged `recurrence_max_steps_reached`; with
+# `throw=True` (the default) it raises.
 
 # %%
 wild = eqx.tree_at(lambda c: (c.a, c.c), cell, (8 * cell.a, jnp.full(16, -4.0)))
-for fallback in ("sequential", "damped", "none"):
-    states, d = jax.jit(
-        lambda us: newton_solve(
-            wild.step, h0, us, structure="diagonal", max_iter=5, fallback=fallback,
-            fallback_max_iter=250, throw=False,
-        )
-    )(wild.project(xs[:200]))
-    print(
-        f"{fallback:>10}: newton converged={bool(d.newton_converged)}, "
-        f"fallback={bool(d.fallback)} ({int(d.fallback_iterations)} damped steps), "
-        f"converged={bool(d.converged)}, residual={float(d.residual):.1e}"
+newton = Newton(max_steps=5)
+for name, solver in (
+    ("sequential", Fallback(newton, Sequential())),
+    ("damped", Fallback(newton, DampedNewton(max_steps=250))),
+    ("none", newton),
+):
+    solution = jax.jit(lambda us: solve_recurrence(wild.step, h0, us, solver, throw=False))(
+        wild.project(xs[:200])
     )
+    print(f"{name:>10}: {solution}")
 
 # %% [markdown]
 # ## Which mode is faster?
 #
 # On a GPU the Newton iterations run thousands of steps in parallel. On a CPU a
 # compiled sequential step costs only tens of nanoseconds, so Newton mode
-# mostly loses there; `mode="auto"` follows the crossovers measured by
+# mostly loses there; `Auto()` follows the crossovers measured by
 # `benchmarks/pararnn.py` (see the benchmarks page). The layer tells you what it
 # will run:
 
 # %%
-layer = RNN(cell, mode="auto")
-print(jax.default_backend(), "length 4096 ->", layer.resolved_mode(4096))
+layer = RNN(cell, Auto())
+print(jax.default_backend(), "length 4096 ->", layer.resolved_solver(4096))

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sciml.experiment import Experiment, count_params, train_experiment
-from sciml.pararnn import RNNModel
+from sciml.pararnn import AutoScan, Fallback, Newton, RNNModel, Sequential
 from sciml.training import read_metrics
 
 
@@ -85,8 +85,16 @@ def train_and_evaluate(config, workdir: Path) -> dict:
         tokens=True,
         dtype=jnp.dtype(str(model_cfg.dtype)),
         key=model_key,
-        **config.newton.to_dict(),
     )
+    # config.newton: max_iter, fallback ("sequential" only) and method ("auto") of the Newton layers
+    if config.newton.fallback != "sequential" or config.newton.method != "auto":
+        raise ValueError("char_lm supports newton.fallback='sequential' and newton.method='auto'.")
+    solvers = {
+        "sequential": Sequential(),
+        "newton": Fallback(
+            Newton(max_steps=int(config.newton.max_iter), linear=AutoScan()), Sequential()
+        ),
+    }
     batch_size = int(config.train.batch_size)
 
     @jax.jit
@@ -105,17 +113,17 @@ def train_and_evaluate(config, workdir: Path) -> dict:
         metrics = {"val_loss": loss, "val_bpc": loss / math.log(2)}
         layers = [d for d in diagnostics if d is not None]
         if layers:
-            iterations = jnp.stack([d.iterations for d in layers])
+            iterations = jnp.stack([d.stats["iterations"] for d in layers])
             metrics["newton_iterations_max"] = jnp.max(iterations)
             metrics["newton_iterations_mean"] = jnp.mean(iterations)
-            metrics["newton_fallbacks"] = sum(jnp.sum(d.fallback) for d in layers)
+            metrics["newton_fallbacks"] = sum(jnp.sum(d.stats["fallback"]) for d in layers)
         return metrics
 
     summary: dict = {"n_params": count_params(model), **corpus_info}
     curves = {}
     for mode in MODES:
         trained = train_experiment(
-            Experiment(model.with_mode(mode), loss_fn, batch_fn, evaluate=evaluate),
+            Experiment(model.with_solver(solvers[mode]), loss_fn, batch_fn, evaluate=evaluate),
             config,
             workdir / mode,
             key=train_key,

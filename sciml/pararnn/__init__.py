@@ -1,12 +1,28 @@
 """Newton-parallel evaluation and training of nonlinear RNNs (ParaRNN, DEER, ELK).
 
 A recurrence `h_t = f(h_{t-1}, x_t)` is solved for the whole trajectory at once
-by Newton's method; each Newton step is a linear recurrence solved in parallel
-over time, and gradients come from one reverse linear recurrence
-(implicit-function theorem). Cells declare the structure of `∂f/∂h`
-(diagonal, `K × K` blocks of diagonals, dense), which fixes the cost of a step.
+by Newton's method; each Newton step is a linear recurrence
+([`sciml.recurrence`][sciml.recurrence]) solved in parallel over time, and
+gradients come from one transposed linear recurrence (implicit-function
+theorem). Cells declare the structure of `∂f/∂h` (`Diagonal()`, `Block(K)`,
+`Dense()`), which fixes the cost of a step. The solver is a module:
+`solve_recurrence(cell, h0, xs, Fallback(Newton(), Sequential()))` returns a
+[`Solution`][sciml.solution.Solution].
 """
 
+from ..recurrence import (
+    AssociativeScan as AssociativeScan,
+    AutoScan as AutoScan,
+    Block as Block,
+    ChunkedScan as ChunkedScan,
+    Dense as Dense,
+    Diagonal as Diagonal,
+    SequentialScan as SequentialScan,
+    default_chunk_size as default_chunk_size,
+    linear_recurrence as linear_recurrence,
+    transposed_recurrence as transposed_recurrence,
+)
+from ..solution import RESULTS as RESULTS, Solution as Solution
 from ._cells import (
     GRU as GRU,
     LSTM as LSTM,
@@ -19,19 +35,18 @@ from ._layers import (
     RNN as RNN,
     RNNBlock as RNNBlock,
     RNNModel as RNNModel,
-    choose_mode as choose_mode,
     make_cell as make_cell,
 )
-from ._linear import (
-    default_chunk_size as default_chunk_size,
-    default_method as default_method,
-    linear_recurrence as linear_recurrence,
-)
-from ._newton import (
-    RESULTS as RESULTS,
-    NewtonDiagnostics as NewtonDiagnostics,
+from ._solve import solve_recurrence as solve_recurrence
+from ._solvers import (
+    CROSSOVERS as CROSSOVERS,
+    AbstractSolver as AbstractSolver,
+    Auto as Auto,
+    DampedNewton as DampedNewton,
+    Fallback as Fallback,
+    Newton as Newton,
+    Sequential as Sequential,
     default_tolerance as default_tolerance,
-    newton_solve as newton_solve,
     sequential_solve as sequential_solve,
 )
 from ._structure import check_structure as check_structure

@@ -7,7 +7,8 @@ A cell splits one step `h_t = f(h_{t-1}, x_t)` in two:
   the recurrence in both the sequential and the Newton evaluation;
 - `step(h, u)`: the recurrence proper on one projected input `u_t`.
 
-`structure` declares the Jacobian `∂ step/∂h` (see
+`structure` declares the Jacobian `∂ step/∂h` as a
+[`Diagonal()`][sciml.recurrence.Diagonal], `Block(K)` or `Dense()` (see
 [`check_structure`][sciml.pararnn.check_structure]); `readout(states)` maps the
 states to the layer outputs (the `h` half of an LSTM state `[c, h]`).
 """
@@ -24,17 +25,20 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._checks import check_positive_int, default_float_dtype
+from ..recurrence import AbstractStructure, Block, Dense, Diagonal
+
 
 class AbstractCell(eqx.Module):
     """Base class of recurrent cells; subclass it to write your own.
 
-    Subclasses set the class attribute `structure` (`"diagonal"`, `"block(K)"`
-    or `"dense"`), the fields or properties `input_size`, `hidden_size` and
+    Subclasses set the class attribute `structure` (`Diagonal()`, `Block(K)`
+    or `Dense()`), the fields or properties `input_size`, `hidden_size` and
     `state_size`, and implement `step`; `project` and `readout` default to the
     identity.
     """
 
-    structure: ClassVar[str] = "dense"
+    structure: ClassVar[AbstractStructure] = Dense()
 
     input_size: eqx.AbstractVar[int]
     hidden_size: eqx.AbstractVar[int]
@@ -69,8 +73,7 @@ def _check_sizes(input_size, hidden_size, num_heads):
         ("hidden_size", hidden_size),
         ("num_heads", num_heads),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        check_positive_int(name, value)
     if input_size % num_heads or hidden_size % num_heads:
         raise ValueError(
             f"num_heads={num_heads} must divide input_size={input_size} and "
@@ -99,15 +102,25 @@ def _para_init(key, input_size, hidden_size, num_heads, dtype, rows_a, rows_c=0)
     return A, B, b, C
 
 
-def _head_projection(B: Array, b: Array, xs: Array) -> Array:
-    """`B x_t + b` for block-diagonal `B` over heads: `(length, gates, hidden)`."""
-    num_heads, head_in, gates, head_state = B.shape
-    x = xs.reshape(xs.shape[0], num_heads, head_in)
-    u = jnp.einsum("thi,higj->tghj", x, B).reshape(xs.shape[0], gates, num_heads * head_state)
-    return u + b
+class _AbstractParaCell(AbstractCell):
+    """What the ParaRNN cells share: per-head input projections `B x_t + b` with
+    `B` block-diagonal over heads, and their sizes."""
+
+    B: eqx.AbstractVar[Array]
+    b: eqx.AbstractVar[Array]
+    num_heads: eqx.AbstractVar[int]
+
+    def project(
+        self, xs: Float[Array | np.ndarray, "length input"]
+    ) -> Float[Array, "length 3 hidden"]:
+        xs = jnp.asarray(xs)
+        num_heads, head_in, gates, head_state = self.B.shape
+        x = xs.reshape(xs.shape[0], num_heads, head_in)
+        u = jnp.einsum("thi,higj->tghj", x, self.B)
+        return u.reshape(xs.shape[0], gates, num_heads * head_state) + self.b
 
 
-class ParaGRU(AbstractCell):
+class ParaGRU(_AbstractParaCell):
     r"""The ParaRNN GRU: diagonal recurrent weights, so `∂h'/∂h` is diagonal.
 
     $$\begin{aligned}
@@ -127,7 +140,7 @@ class ParaGRU(AbstractCell):
     hidden/heads)`, `b` `(3, hidden)`.
     """
 
-    structure: ClassVar[str] = "diagonal"
+    structure: ClassVar[AbstractStructure] = Diagonal()
     A: Float[Array, "3 hidden"]
     B: Float[Array, "heads head_in 3 head_hidden"]
     b: Float[Array, "3 hidden"]
@@ -145,14 +158,9 @@ class ParaGRU(AbstractCell):
         key: PRNGKeyArray,
     ):
         _check_sizes(input_size, hidden_size, num_heads)
-        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        dtype = default_float_dtype() if dtype is None else dtype
         self.A, self.B, self.b, _ = _para_init(key, input_size, hidden_size, num_heads, dtype, 3)
         self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
-
-    def project(
-        self, xs: Float[Array | np.ndarray, "length input"]
-    ) -> Float[Array, "length 3 hidden"]:
-        return _head_projection(self.B, self.b, jnp.asarray(xs))
 
     def step(self, h: Float[Array, " hidden"], u: Float[Array, "3 hidden"]) -> Array:
         z = jax.nn.sigmoid(self.A[0] * h + u[0])
@@ -161,7 +169,7 @@ class ParaGRU(AbstractCell):
         return z * candidate + (1 - z) * h
 
 
-class ParaLSTM(AbstractCell):
+class ParaLSTM(_AbstractParaCell):
     r"""The ParaRNN LSTM: coupled input and forget gates (CIFG), diagonal recurrent
     weights and peepholes, state `s = [c, h]`; `∂s'/∂s` is `2 × 2` blocks of diagonals.
 
@@ -180,7 +188,7 @@ class ParaLSTM(AbstractCell):
     f, o), `B` `(heads, input/heads, 3, hidden/heads)`, `b` `(3, hidden)`.
     """
 
-    structure: ClassVar[str] = "block(2)"
+    structure: ClassVar[AbstractStructure] = Block(2)
     A: Float[Array, "3 hidden"]
     C: Float[Array, "2 hidden"]
     B: Float[Array, "heads head_in 3 head_hidden"]
@@ -199,7 +207,7 @@ class ParaLSTM(AbstractCell):
         key: PRNGKeyArray,
     ):
         _check_sizes(input_size, hidden_size, num_heads)
-        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        dtype = default_float_dtype() if dtype is None else dtype
         self.A, self.B, self.b, self.C = _para_init(
             key, input_size, hidden_size, num_heads, dtype, 3, rows_c=2
         )
@@ -208,11 +216,6 @@ class ParaLSTM(AbstractCell):
     @property
     def state_size(self) -> int:
         return 2 * self.hidden_size
-
-    def project(
-        self, xs: Float[Array | np.ndarray, "length input"]
-    ) -> Float[Array, "length 3 hidden"]:
-        return _head_projection(self.B, self.b, jnp.asarray(xs))
 
     def step(self, s: Float[Array, " state"], u: Float[Array, "3 hidden"]) -> Array:
         c, h = jnp.split(s, 2)
@@ -241,7 +244,7 @@ class GRU(AbstractCell):
     names and initialisation `U(−1/√H, 1/√H)`.
     """
 
-    structure: ClassVar[str] = "dense"
+    structure: ClassVar[AbstractStructure] = Dense()
     weight_ih: Float[Array, "gate_rows input"]
     weight_hh: Float[Array, "gate_rows hidden"]
     bias: Float[Array, " gate_rows"]
@@ -251,7 +254,7 @@ class GRU(AbstractCell):
 
     def __init__(self, input_size: int, hidden_size: int, *, dtype=None, key: PRNGKeyArray):
         _check_sizes(input_size, hidden_size, 1)
-        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        dtype = default_float_dtype() if dtype is None else dtype
         k1, k2, k3, k4 = jax.random.split(key, 4)
         self.weight_ih = _dense_init(k1, (3 * hidden_size, input_size), dtype, hidden_size)
         self.weight_hh = _dense_init(k2, (3 * hidden_size, hidden_size), dtype, hidden_size)
@@ -283,7 +286,7 @@ class LSTM(AbstractCell):
     initialisation. The layer output is `h`; the state size is `2 · hidden_size`.
     """
 
-    structure: ClassVar[str] = "dense"
+    structure: ClassVar[AbstractStructure] = Dense()
     weight_ih: Float[Array, "gate_rows input"]
     weight_hh: Float[Array, "gate_rows hidden"]
     bias: Float[Array, " gate_rows"]
@@ -292,7 +295,7 @@ class LSTM(AbstractCell):
 
     def __init__(self, input_size: int, hidden_size: int, *, dtype=None, key: PRNGKeyArray):
         _check_sizes(input_size, hidden_size, 1)
-        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        dtype = default_float_dtype() if dtype is None else dtype
         k1, k2, k3 = jax.random.split(key, 3)
         self.weight_ih = _dense_init(k1, (4 * hidden_size, input_size), dtype, hidden_size)
         self.weight_hh = _dense_init(k2, (4 * hidden_size, hidden_size), dtype, hidden_size)

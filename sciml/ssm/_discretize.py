@@ -25,8 +25,8 @@ def check_discretization(method: str) -> str:
 
 
 def discrete_log_eigenvalues(
-    Lambda: Complex[Array, " *modes"], dt: Float[Array, " *modes"], method: str = "zoh"
-) -> tuple[Complex[Array, " *modes"], Complex[Array, " *modes"]]:
+    Lambda: Complex[Array, " *modes"], dt: Float[Array, "..."], method: str = "zoh"
+) -> tuple[Complex[Array, "..."], Complex[Array, "..."]]:
     """`(log λ̄, γ)` with `λ̄ = exp(log λ̄)` and `B̄ = γ B`, elementwise.
 
     **Arguments:**

@@ -16,6 +16,8 @@ state, so calls can be chained); `recurrent()` discretises once and returns a
 
 from __future__ import annotations
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -112,6 +114,40 @@ class _DiagonalSSM(eqx.Module):
         _check_choice(mode, "mode", MODES)
         return mode
 
+    @abc.abstractmethod
+    def recurrent(self, *, step_rescale: float = 1.0) -> RecurrentSSM:
+        """The discretised layer for step mode (causal layers only)."""
+
+    def step(
+        self,
+        state: Complex[Array, "..."],
+        u_t: Float[Array, " features"],
+        *,
+        step_rescale: float = 1.0,
+    ) -> tuple[Complex[Array, "..."], Float[Array, " features"]]:
+        """One recurrent step: `x ← Λ̄x + B̄u_t`, `y_t = c Re(C̃x) + Du_t`. Returns `(state, y_t)`.
+
+        Discretises on every call; loops should step
+        [`recurrent()`][sciml.ssm.S5.recurrent] instead.
+        """
+        return self.recurrent(step_rescale=step_rescale).step(state, u_t)
+
+    def scan(
+        self,
+        u: Float[Array, "length features"],
+        state: Complex[Array, "..."] | None = None,
+        *,
+        step_rescale: float = 1.0,
+    ) -> tuple[Float[Array, "length features"], Complex[Array, "..."]]:
+        """`L` recurrent steps from `state` (zero if `None`) by a parallel scan.
+
+        **Returns:** `(y, final_state)`: the same outputs as `L` calls of
+        `step`, so sequences can be processed in chunks.
+        """
+        self._check_causal("scan")
+        u = self._check_input(u)
+        return self.recurrent(step_rescale=step_rescale).scan(u, state)
+
     def _check_causal(self, what: str) -> None:
         if self.bidirectional:
             raise ValueError(
@@ -158,9 +194,33 @@ class RecurrentSSM(eqx.Module):
             y = jnp.sum(self.C * state, -1).real
         return state, self.scale * y + self.D * u_t
 
+    def _inputs(self, u: Array) -> Array:
+        """`B̄u_t` for every step: `(L, P')` (S5) or `(L, H, N/2)` (S4D)."""
+        if self.mimo:
+            return u.astype(self.B_bar.dtype) @ self.B_bar.T
+        return u[:, :, None] * self.B_bar
+
+    def _outputs(self, states: Array, u: Array) -> Array:
+        """`c Re(C x_t) + D u_t` for every step."""
+        if self.mimo:
+            y = (states @ self.C.T).real
+        else:
+            y = jnp.sum(self.C * states, -1).real
+        return self.scale * y + self.D * u
+
+    def scan(
+        self, u: Float[Array, "length features"], state: Complex[Array, "..."] | None = None
+    ) -> tuple[Float[Array, "length features"], Complex[Array, "..."]]:
+        """`L` steps from `state` (zero if `None`) by a parallel scan; returns
+        `(y, final_state)`, the same as `L` calls of `step`."""
+        states = linear_recurrence(self.Lambda_bar, self._inputs(u), state)
+        return self._outputs(states, u), states[-1]
+
     def __call__(self, u: Float[Array, "length features"]) -> Float[Array, "length features"]:
         """The recurrence over a sequence `(L, H)` from the zero state (`lax.scan`)."""
-        return jax.lax.scan(lambda x, u_t: self.step(x, u_t), self.init_state(), u)[1]
+        if self.check_finite:
+            u = eqx.error_if(u, ~jnp.all(jnp.isfinite(u)), "u is not finite.")
+        return self._outputs(sequential_recurrence(self.Lambda_bar, self._inputs(u)), u)
 
 
 class S4D(_DiagonalSSM):
@@ -311,39 +371,6 @@ class S4D(_DiagonalSSM):
         """Zero state `(H, N/2)` (complex)."""
         return jnp.zeros((self.features, self.state_size // 2), _complex_dtype(self.D.dtype))
 
-    def step(
-        self,
-        state: Complex[Array, "features modes"],
-        u_t: Float[Array, " features"],
-        *,
-        step_rescale: float = 1.0,
-    ) -> tuple[Complex[Array, "features modes"], Float[Array, " features"]]:
-        """One recurrent step: `x ← λ̄x + B̄u_t`, `y_t = 2Re(Cx) + Du_t`. Returns `(state, y_t)`.
-
-        Discretises on every call; loops should step
-        [`recurrent()`][sciml.ssm.S4D.recurrent] instead.
-        """
-        return self.recurrent(step_rescale=step_rescale).step(state, u_t)
-
-    def scan(
-        self,
-        u: Float[Array, "length features"],
-        state: Complex[Array, "features modes"] | None = None,
-        *,
-        step_rescale: float = 1.0,
-    ) -> tuple[Float[Array, "length features"], Complex[Array, "features modes"]]:
-        """`L` recurrent steps from `state` (zero if `None`) by a parallel scan.
-
-        **Returns:** `(y, final_state)`: the same outputs as `L` calls of
-        [`step`][sciml.ssm.S4D.step], so sequences can be processed in chunks.
-        """
-        self._check_causal("scan")
-        u = self._check_input(u)
-        log_Lambda_bar, B_bar = self._discrete(step_rescale)
-        states = linear_recurrence(jnp.exp(log_Lambda_bar), u[:, :, None] * B_bar, state)
-        y = 2 * jnp.sum(self.C[0] * states, -1).real + self.D * u
-        return y, states[-1]
-
 
 class S5(_DiagonalSSM):
     r"""S5: one MIMO diagonal SSM over all `H` features, evaluated by a parallel scan.
@@ -487,35 +514,3 @@ class S5(_DiagonalSSM):
     def init_state(self) -> Complex[Array, " modes"]:
         """Zero state `(P',)` (complex)."""
         return jnp.zeros(self.Lambda_re.shape, _complex_dtype(self.D.dtype))
-
-    def step(
-        self,
-        state: Complex[Array, " modes"],
-        u_t: Float[Array, " features"],
-        *,
-        step_rescale: float = 1.0,
-    ) -> tuple[Complex[Array, " modes"], Float[Array, " features"]]:
-        """One recurrent step: `x ← Λ̄x + B̄u_t`, `y_t = c Re(C̃x) + Du_t`. Returns `(state, y_t)`.
-
-        Discretises on every call; loops should step
-        [`recurrent()`][sciml.ssm.S5.recurrent] instead.
-        """
-        return self.recurrent(step_rescale=step_rescale).step(state, u_t)
-
-    def scan(
-        self,
-        u: Float[Array, "length features"],
-        state: Complex[Array, " modes"] | None = None,
-        *,
-        step_rescale: float = 1.0,
-    ) -> tuple[Float[Array, "length features"], Complex[Array, " modes"]]:
-        """`L` recurrent steps from `state` (zero if `None`) by a parallel scan.
-
-        **Returns:** `(y, final_state)`, the same as `L` calls of
-        [`step`][sciml.ssm.S5.step].
-        """
-        self._check_causal("scan")
-        u = self._check_input(u)
-        log_Lambda_bar, B_bar = self._discrete(step_rescale)
-        states = linear_recurrence(jnp.exp(log_Lambda_bar), u.astype(B_bar.dtype) @ B_bar.T, state)
-        return self._read_out(states, 0) + self.D * u, states[-1]

@@ -10,12 +10,34 @@ from sciml.pararnn import (
     GRU,
     LSTM,
     RESULTS,
+    AssociativeScan,
+    Block,
+    ChunkedScan,
+    DampedNewton,
+    Dense,
+    Diagonal,
+    Fallback,
+    Newton,
     ParaGRU,
     ParaLSTM,
+    Sequential,
     kalman_filter_means,
-    newton_solve,
     sequential_solve,
+    solve_recurrence,
 )
+
+
+def newton_solve(
+    fn, h0, xs, *, structure=None, fallback="sequential", throw=True, guess=None, **kw
+):
+    """`solve_recurrence` with a Newton solver: `(states, solution)`."""
+    if isinstance(guess, str):  # "cell", "zeros", "h0" belong to the solver
+        kw["guess"], guess = guess, None
+    structure = Dense() if structure is None else structure
+    fallback = Sequential() if fallback == "sequential" else fallback
+    solver = Newton(**kw) if fallback is None else Fallback(Newton(**kw), fallback)
+    solution = solve_recurrence(fn, h0, xs, solver, structure=structure, guess=guess, throw=throw)
+    return solution.value, solution
 
 
 class DenseTanh(eqx.Module):
@@ -41,7 +63,7 @@ def make_cell(name, key, rng, dtype=jnp.float64):
     """`(cell, structure, state size, input size)`."""
     if name == "user-dense":
         cell = jax.tree_util.tree_map(lambda a: a.astype(dtype), dense_tanh(rng))
-        return cell, "dense", 5, 3
+        return cell, Dense(), 5, 3
     cls = {"ParaGRU": ParaGRU, "ParaLSTM": ParaLSTM, "GRU": GRU, "LSTM": LSTM}[name]
     kwargs = {"num_heads": 2} if name.startswith("Para") else {}
     cell = cls(4, 6, key=key, dtype=dtype, **kwargs)
@@ -92,10 +114,11 @@ def test_newton_equals_sequential_float64_with_gradients_under_vmap(name, getkey
     grads, (hs, diagnostics) = run(cell, x, h0s, newton)
     expected_grads, (expected, _) = run(cell, x, h0s, sequential)
     np.testing.assert_allclose(hs, expected, rtol=1e-11, atol=1e-11)
-    assert bool(jnp.all(diagnostics.newton_converged)) and not bool(jnp.any(diagnostics.fallback))
+    stats = diagnostics.stats
+    assert bool(jnp.all(stats["newton_converged"])) and not bool(jnp.any(stats["fallback"]))
     assert bool(jnp.all(diagnostics.result == RESULTS.successful))
-    assert 1 <= int(jnp.max(diagnostics.iterations)) <= 8
-    assert float(jnp.max(diagnostics.residual)) <= 1e-12
+    assert 1 <= int(jnp.max(stats["iterations"])) <= 8
+    assert float(jnp.max(stats["residual"])) <= 1e-12
     # gradients with respect to parameters, inputs and h0: relative error <= 1e-5
     leaves = zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(expected_grads))
     for a, b in leaves:
@@ -109,7 +132,7 @@ def test_newton_equals_sequential_float32(name, getkey, rng):
     h0 = jnp.zeros(n, jnp.float32)
     hs, diagnostics = jax.jit(lambda u: newton_solve(fn, h0, u, structure=structure))(us)
     reference = jax.jit(lambda u: sequential_solve(fn, h0, u))(us)
-    assert hs.dtype == jnp.float32 and bool(diagnostics.newton_converged)
+    assert hs.dtype == jnp.float32 and bool(diagnostics.stats["newton_converged"])
     np.testing.assert_allclose(hs, reference, rtol=1e-4, atol=2e-5)
 
 
@@ -120,12 +143,13 @@ def test_every_linear_method_inside_newton_and_its_backward(getkey, rng):
     h0 = rng.normal(size=(n,))
 
     def loss(us, method):
-        hs = newton_solve(fn, h0, us, structure=structure, method=method, chunk_size=8)[0]
+        hs = newton_solve(fn, h0, us, structure=structure, linear=method)[0]
         return jnp.sum(jnp.sin(hs))
 
     @jax.jit
     def all_methods(us):
-        return {m: jax.value_and_grad(loss)(us, m) for m in ("scan", "chunked")}
+        methods = {"scan": AssociativeScan(), "chunked": ChunkedScan(8)}
+        return {name: jax.value_and_grad(loss)(us, m) for name, m in methods.items()}
 
     expected = jax.value_and_grad(lambda us: jnp.sum(jnp.sin(sequential_solve(fn, h0, us))))(us)
     for method, (value, grad) in all_methods(us).items():
@@ -146,14 +170,14 @@ def test_gradients_through_closures_and_jit_vmap_grad_consistency(rng):
         return jnp.sum(hs**2)
 
     def newton(fn, h0, xs):
-        return newton_solve(fn, h0, xs, structure="diagonal")[0]
+        return newton_solve(fn, h0, xs, structure=Diagonal())[0]
 
     jitted = jax.jit(jax.grad(loss), static_argnums=2)(a, xs, newton)
     expected = jax.jit(jax.grad(loss), static_argnums=2)(a, xs, sequential_solve)
     np.testing.assert_allclose(jitted, expected, rtol=1e-10)
     # vmap consistency: the batched solve equals one solve per sequence
     cell = lambda h, x: jnp.tanh(a * h + W @ x)  # noqa: E731
-    solve = jax.jit(lambda xs: newton_solve(cell, jnp.zeros(4), xs, structure="diagonal")[0])
+    solve = jax.jit(lambda xs: newton_solve(cell, jnp.zeros(4), xs, structure=Diagonal())[0])
     batched = jax.jit(jax.vmap(solve))(xs)
     np.testing.assert_allclose(batched[1], solve(xs[1]), rtol=1e-13, atol=1e-15)
 
@@ -161,8 +185,8 @@ def test_gradients_through_closures_and_jit_vmap_grad_consistency(rng):
 def test_linear_cell_converges_in_one_iteration(rng):
     a = rng.uniform(-1.5, 1.5, (200, 3))  # |a| > 1 included
     b = rng.normal(size=(200, 3))
-    hs, d = newton_solve(lambda h, ab: ab[0] * h + ab[1], jnp.ones(3), (a, b), structure="diagonal")
-    assert int(d.iterations) == 1 and bool(d.newton_converged)
+    hs, d = newton_solve(lambda h, ab: ab[0] * h + ab[1], jnp.ones(3), (a, b), structure=Diagonal())
+    assert int(d.stats["iterations"]) == 1 and bool(d.stats["newton_converged"])
     np.testing.assert_allclose(
         hs, sequential_solve(lambda h, ab: ab[0] * h + ab[1], jnp.ones(3), (a, b))
     )
@@ -179,14 +203,14 @@ def test_k_iterations_make_the_first_k_states_exact(rng):
             cell,
             h0,
             xs,
-            max_iter=k,
-            fallback="none",
+            max_steps=k,
+            fallback=None,
             throw=False,
             guess="zeros",
             rtol=0.0,
             atol=0.0,
         )
-        assert int(d.iterations) == k
+        assert int(d.stats["iterations"]) == k
         np.testing.assert_allclose(hs[:k], reference[:k], rtol=1e-10, atol=1e-12)
 
 
@@ -206,18 +230,19 @@ def test_initial_guesses_and_windows_reach_the_same_solution(getkey, rng):
     results, (windowed, d_windowed) = solve(h0, us)
     for hs, d in results:
         np.testing.assert_allclose(hs, reference, rtol=1e-11, atol=1e-11)
-        assert bool(d.newton_converged)
+        assert bool(d.stats["newton_converged"])
     np.testing.assert_allclose(windowed, reference, rtol=1e-11, atol=1e-11)
-    assert bool(d_windowed.newton_converged) and int(d_windowed.iterations) >= 1
+    assert bool(d_windowed.stats["newton_converged"]) and int(d_windowed.stats["iterations"]) >= 1
 
 
 def test_quasi_newton_reaches_the_newton_solution_with_more_iterations(rng):
     cell = dense_tanh(rng, scale=0.3)
     xs, h0 = rng.normal(size=(120, 3)), jnp.zeros(5)
     exact, d_exact = newton_solve(cell, h0, xs)
-    quasi, d_quasi = newton_solve(cell, h0, xs, quasi=True, max_iter=100)
+    quasi, d_quasi = newton_solve(cell, h0, xs, quasi=True, max_steps=100)
     np.testing.assert_allclose(quasi, exact, rtol=1e-11, atol=1e-11)
-    assert bool(d_quasi.newton_converged) and int(d_quasi.iterations) > int(d_exact.iterations)
+    d_quasi, d_exact = d_quasi.stats, d_exact.stats
+    assert bool(d_quasi["newton_converged"]) and d_quasi["iterations"] > d_exact["iterations"]
 
 
 def non_contractive(rng):
@@ -231,31 +256,39 @@ def test_non_contractive_cell_is_caught_and_each_fallback_handles_it(rng):
     cell = non_contractive(rng)
     xs, h0 = rng.normal(size=(300, 2)), jnp.zeros(6)
     reference = sequential_solve(cell, h0, xs)
-    options = dict(structure="diagonal", max_iter=5)
+    options = dict(structure=Diagonal(), max_steps=5)
 
     @jax.jit
     def run(xs):
         return {
-            fallback: newton_solve(cell, h0, xs, fallback=fallback, throw=False, **options)
-            for fallback in ("sequential", "damped", "none")
+            name: newton_solve(cell, h0, xs, fallback=fallback, throw=False, **options)
+            for name, fallback in (
+                ("sequential", Sequential()),
+                ("damped", DampedNewton()),
+                ("none", None),
+            )
         }
 
     results = run(xs)
-    hs, d = results["sequential"]
-    assert not bool(d.newton_converged) and bool(d.fallback) and bool(d.converged)
-    assert d.result == RESULTS.successful
+    hs, solution = results["sequential"]
+    d = solution.stats
+    assert not bool(d["newton_converged"]) and bool(d["fallback"]) and bool(d["converged"])
+    assert solution.result == RESULTS.successful
     np.testing.assert_array_equal(hs, reference)
 
-    hs, d = results["damped"]
-    assert not bool(d.newton_converged) and bool(d.fallback)
-    assert int(d.fallback_iterations) == 100  # the default cap: flagged, not returned silently
-    assert not bool(d.converged) and d.result == RESULTS.max_iterations_reached
+    hs, solution = results["damped"]
+    d = solution.stats
+    assert not bool(d["newton_converged"]) and bool(d["fallback"])
+    assert int(d["fallback_iterations"]) == 100  # the default cap: flagged, not returned silently
+    assert not bool(d["converged"])
+    assert solution.result == RESULTS.recurrence_max_steps_reached
 
-    hs, d = results["none"]
-    assert not bool(d.converged) and not bool(d.fallback) and float(d.residual) > 1e-3
-    assert d.result == RESULTS.max_iterations_reached
+    hs, solution = results["none"]
+    d = solution.stats
+    assert not bool(d["converged"]) and not bool(d["fallback"]) and float(d["residual"]) > 1e-3
+    assert solution.result == RESULTS.recurrence_max_steps_reached
     with pytest.raises(RuntimeError, match="did not reach the tolerance"):
-        newton_solve(cell, h0, xs, fallback="none", **options)
+        newton_solve(cell, h0, xs, fallback=None, **options)
 
 
 def test_damped_fallback_converges_where_newton_stalls(rng):
@@ -264,10 +297,11 @@ def test_damped_fallback_converges_where_newton_stalls(rng):
     cell = lambda h, x: jnp.tanh(a * h + W @ x)  # noqa: E731
     xs, h0 = rng.normal(size=(300, 2)), jnp.zeros(6)
     hs, d = newton_solve(
-        cell, h0, xs, structure="diagonal", max_iter=3, fallback="damped", fallback_max_iter=400
+        cell, h0, xs, structure=Diagonal(), max_steps=3, fallback=DampedNewton(max_steps=400)
     )
-    assert not bool(d.newton_converged) and bool(d.converged)
-    assert 0 < int(d.fallback_iterations) < 400
+    d = d.stats
+    assert not bool(d["newton_converged"]) and bool(d["converged"])
+    assert 0 < int(d["fallback_iterations"]) < 400
     np.testing.assert_allclose(hs, sequential_solve(cell, h0, xs), atol=1e-10)
 
 
@@ -276,19 +310,20 @@ def test_nonfinite_iterates_trigger_the_fallback(rng):
         return jnp.log(h + 2) + x
 
     xs, h0 = rng.uniform(size=(50, 3)), jnp.ones(3)
-    hs, d = newton_solve(cell, h0, xs, structure="diagonal", guess=-5 * jnp.ones((50, 3)))
-    assert bool(d.nonfinite) and bool(d.fallback) and bool(d.converged)
+    hs, d = newton_solve(cell, h0, xs, structure=Diagonal(), guess=-5 * jnp.ones((50, 3)))
+    d = d.stats
+    assert bool(d["nonfinite"]) and bool(d["fallback"]) and bool(d["converged"])
     np.testing.assert_allclose(hs, sequential_solve(cell, h0, xs))
     _, d = newton_solve(
         cell,
         h0,
         xs,
-        structure="diagonal",
+        structure=Diagonal(),
         guess=-5 * jnp.ones((50, 3)),
-        fallback="none",
+        fallback=None,
         throw=False,
     )
-    assert bool(d.nonfinite) and d.result == RESULTS.nonfinite
+    assert bool(d.stats["nonfinite"]) and d.result == RESULTS.recurrence_nonfinite
 
 
 def test_kalman_filter_matches_a_sequential_filter_and_its_limits(rng):
@@ -313,8 +348,8 @@ def test_structure_check_switch_catches_a_lying_cell(rng):
     cell = dense_tanh(rng)
     xs = rng.normal(size=(20, 3))
     with pytest.raises(RuntimeError, match="Jacobian is not diagonal"):
-        newton_solve(cell, jnp.zeros(5), xs, structure="diagonal", check_structure=True)
-    hs, _ = newton_solve(cell, jnp.zeros(5), xs, structure="dense", check_structure=True)
+        newton_solve(cell, jnp.zeros(5), xs, structure=Diagonal(), check_structure=True)
+    hs, _ = newton_solve(cell, jnp.zeros(5), xs, structure=Dense(), check_structure=True)
     np.testing.assert_allclose(hs, sequential_solve(cell, jnp.zeros(5), xs), atol=1e-12)
 
 
@@ -331,14 +366,14 @@ def test_nonfinite_input_is_an_error(rng):
     [
         (jnp.zeros((5, 1)), {}, r"h0 must be a floating-point state vector of shape \(n,\)"),
         (jnp.zeros(4), {}, r"shape \(4,\) and one step of xs failed"),
-        (jnp.zeros(5), {"structure": "block(2)"}, "divisible by 2"),
-        (jnp.zeros(5), {"fallback": "retry"}, "fallback must be one of"),
-        (jnp.zeros(5), {"guess": "ones"}, "guess must be one of"),
+        (jnp.zeros(5), {"structure": Block(2)}, "divisible by 2"),
+        (jnp.zeros(5), {"fallback": "retry"}, "backup` must be Sequential"),
+        (jnp.zeros(5), {"guess": "ones"}, "guess` must be one of"),
         (jnp.zeros(5), {"guess": jnp.zeros((3, 5))}, r"guess must have shape \(T, n\)"),
-        (jnp.zeros(5), {"max_iter": 0}, "max_iter must be a positive integer"),
-        (jnp.zeros(5), {"window": 2.5}, "window must be a positive integer or None"),
-        (jnp.zeros(5), {"omega": 3.0}, "omega must be in"),
-        (jnp.zeros(5), {"method": "magic"}, "method must be one of"),
+        (jnp.zeros(5), {"max_steps": 0}, "max_steps` must be a positive integer"),
+        (jnp.zeros(5), {"window": 0}, "window` must be a positive integer or None"),
+        (jnp.zeros(5), {"omega": 3.0}, "omega` must be in"),
+        (jnp.zeros(5), {"linear": "magic"}, "linear` must be a linear-recurrence method"),
         (jnp.zeros(5, jnp.float32), {}, "returned dtype float64 for a state of dtype float32"),
     ],
 )

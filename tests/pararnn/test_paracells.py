@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 
 from sciml.pararnn import GRU, LSTM, ParaGRU, ParaLSTM, check_structure
-from sciml.pararnn._structure import parse_structure, to_dense, value_and_jacobian
+from sciml.recurrence import Block, Dense, Diagonal
 
 
 def sigmoid(v):
@@ -45,7 +45,7 @@ def test_paragru_jacobian_is_the_papers_formula(getkey, rng):
     cell = ParaGRU(4, 5, key=getkey())
     h = jnp.asarray(rng.normal(size=(5,)))
     u = cell.project(rng.normal(size=(1, 4)))[0]
-    _, diag = value_and_jacobian(parse_structure("diagonal"), lambda v: cell.step(v, u), h)
+    _, diag = Diagonal().value_and_jacobian(lambda v: cell.step(v, u), h)
     A, h_, u_ = np.asarray(cell.A), np.asarray(h), np.asarray(u)
     z, r = sigmoid(A[0] * h_ + u_[0]), sigmoid(A[1] * h_ + u_[1])
     candidate = np.tanh(A[2] * r * h_ + u_[2])
@@ -122,18 +122,16 @@ def test_declared_structures_are_true_and_lies_are_caught(name, getkey, rng):
     us = cell.project(rng.normal(size=(4, 4)))
     assert check_structure(cell.step, hs, us, cell.structure) < 1e-12
     # the structured Jacobian, made dense, is the full Jacobian
-    _, jac = value_and_jacobian(
-        parse_structure(cell.structure), lambda v: cell.step(v, us[0]), hs[0]
-    )
+    _, jac = cell.structure.value_and_jacobian(lambda v: cell.step(v, us[0]), hs[0])
     np.testing.assert_allclose(
-        to_dense(parse_structure(cell.structure), jac),
+        cell.structure.to_dense(jac),
         jax.jacfwd(cell.step)(hs[0], us[0]),
         rtol=1e-13,
         atol=1e-15,
     )
-    if cell.structure != "diagonal":
+    if cell.structure != Diagonal():
         with pytest.raises(ValueError, match="Jacobian is not diagonal"):
-            check_structure(cell.step, hs, us, "diagonal")
+            check_structure(cell.step, hs, us, Diagonal())
 
 
 def test_weak_coupling_is_caught(rng):
@@ -144,30 +142,32 @@ def test_weak_coupling_is_caught(rng):
 
     hs, xs = rng.normal(size=(2, 4)), rng.normal(size=(2, 4))
     with pytest.raises(ValueError, match="not diagonal"):
-        check_structure(nearly_diagonal, hs, xs, "diagonal")
+        check_structure(nearly_diagonal, hs, xs, Diagonal())
     with pytest.raises(ValueError, match=r"not block\(2\)"):
-        check_structure(nearly_diagonal, hs, xs, "block(2)")
-    assert check_structure(nearly_diagonal, hs, xs, "dense") == 0
+        check_structure(nearly_diagonal, hs, xs, Block(2))
+    assert check_structure(nearly_diagonal, hs, xs, Dense()) == 0
 
 
-@pytest.mark.parametrize("bad", ["diag", "block(0)", "block", ("block", "2"), 3])
+@pytest.mark.parametrize("bad", ["diag", "block(2)", ("block", 2), 3])
 def test_bad_structures(bad):
+    # structures are modules now: strings are refused, naming the accepted ones
     with pytest.raises(ValueError, match="structure must be one of"):
-        parse_structure(bad)
+        check_structure(lambda h, x: h, np.zeros((2, 4)), np.zeros((2, 4)), bad)
+    with pytest.raises(ValueError, match="k` must be a positive integer"):
+        Block(0)
 
 
 def test_structure_spellings():
-    assert parse_structure("block(2)") == parse_structure(("block", 2))
-    assert parse_structure("block(1)") == parse_structure("diagonal")
-    assert str(parse_structure(" Block( 3 ) ")) == "block(3)"
+    assert Block(2) == Block(2) and Block(2) != Block(3) and Block(2) != Diagonal()
+    assert str(Block(3)) == "block(3)" and str(Diagonal()) == "diagonal"
 
 
 @pytest.mark.parametrize(
     "make, match",
     [
         (lambda key: ParaGRU(5, 4, num_heads=2, key=key), "must divide"),
-        (lambda key: ParaLSTM(4, 0, key=key), "hidden_size must be a positive integer"),
-        (lambda key: GRU(4.0, 3, key=key), "input_size must be a positive integer"),
+        (lambda key: ParaLSTM(4, 0, key=key), "hidden_size` must be a positive integer"),
+        (lambda key: GRU(0, 3, key=key), "input_size` must be a positive integer"),
     ],
 )
 def test_bad_sizes(make, match, getkey):

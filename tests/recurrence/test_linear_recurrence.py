@@ -5,7 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sciml.pararnn import default_chunk_size, linear_recurrence
+from sciml.recurrence import (
+    AssociativeScan,
+    ChunkedScan,
+    SequentialScan,
+    default_chunk_size,
+    linear_recurrence,
+    transposed_recurrence,
+)
 
 
 def dense_steps(A):
@@ -71,11 +78,10 @@ def test_forward_and_reverse_match_python_loops(structure):
     @jax.jit
     def solve_all(A, b, y0):
         out = {}
-        for method, chunk in [("scan", None), ("chunked", 7), ("sequential", None)]:
-            kw = dict(method=method, chunk_size=chunk)
-            out[method] = (
-                linear_recurrence(A, b, y0, **kw),
-                linear_recurrence(A, b, reverse=True, **kw),
+        for method in (AssociativeScan(), ChunkedScan(7), SequentialScan()):
+            out[type(method).__name__] = (
+                linear_recurrence(A, b, y0, method=method),
+                transposed_recurrence(A, b, method=method),
             )
         return out
 
@@ -90,9 +96,7 @@ def test_chunk_sizes_including_ragged_and_longer_than_sequence():
     ref = loop_forward(dense_steps(A), b, y0)
     chunks = (4, 45, 64)
     outs = jax.jit(
-        lambda A, b, y0: [
-            linear_recurrence(A, b, y0, method="chunked", chunk_size=c) for c in chunks
-        ]
+        lambda A, b, y0: [linear_recurrence(A, b, y0, method=ChunkedScan(c)) for c in chunks]
     )(A, b, y0)
     for chunk, out in zip(chunks, outs):
         np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12, err_msg=str(chunk))
@@ -103,8 +107,8 @@ def test_float32_matches_float64_reference():
     ref = loop_forward(dense_steps(A), b, y0)
     outs = jax.jit(
         lambda A, b, y0: [
-            linear_recurrence(A, b, y0, method=m, chunk_size=16)
-            for m in ("scan", "chunked", "sequential")
+            linear_recurrence(A, b, y0, method=m)
+            for m in (AssociativeScan(), ChunkedScan(16), SequentialScan())
         ]
     )(jnp.float32(A), jnp.float32(b), jnp.float32(y0))
     for out in outs:
@@ -119,10 +123,10 @@ def test_inside_lax_scan_and_vmap():
     @jax.jit
     def run(A, b, y0):
         def body(carry, _):
-            return carry, linear_recurrence(A, b, y0, method="scan")
+            return carry, linear_recurrence(A, b, y0, method=AssociativeScan())
 
         in_scan = jax.lax.scan(body, 0.0, None, length=2)[1][1]
-        batched = jax.vmap(lambda bb: linear_recurrence(A, bb, y0, method="chunked", chunk_size=6))(
+        batched = jax.vmap(lambda bb: linear_recurrence(A, bb, y0, method=ChunkedScan(6)))(
             jnp.stack([b, 2 * b])
         )
         return in_scan, batched[1]
@@ -149,18 +153,72 @@ def test_default_chunk_size_is_a_bounded_power_of_two():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(A=np.zeros((5, 3)), b=np.zeros((4, 3))), "same length"),
-        (dict(A=np.zeros((5, 2, 3)), b=np.zeros((5, 3))), "does not fit"),
-        (dict(A=np.zeros((5, 3)), b=np.zeros(5)), r"shape \(length, n\)"),
-        (dict(A=np.zeros((5, 3)), b=np.zeros((5, 3)), method="fast"), "method must be one of"),
-        (dict(A=np.zeros((5, 3)), b=np.zeros((5, 3)), chunk_size=0), "chunk_size"),
-        (dict(A=np.zeros((5, 3)), b=np.zeros((5, 3)), y0=np.zeros(2)), r"y0 must have shape"),
-        (
-            dict(A=np.zeros((5, 3)), b=np.zeros((5, 3)), y0=np.zeros(3), reverse=True),
-            "forward direction",
-        ),
+        (dict(a=np.zeros((5, 3)), b=np.zeros((4, 3))), "same length"),
+        (dict(a=np.zeros((5, 2, 3)), b=np.zeros((5, 3))), "does not fit"),
+        (dict(a=np.zeros((5, 3)), b=np.zeros(5)), r"shape \(length, n\)"),
+        (dict(a=np.zeros((5, 3)), b=np.zeros((5, 3)), method="fast"), "method must be one of"),
+        (dict(a=np.zeros((5, 3)), b=np.zeros((5, 3)), h0=np.zeros(2)), r"h0 must have shape"),
     ],
 )
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         linear_recurrence(**kwargs)
+    with pytest.raises(ValueError, match="chunk_size"):
+        ChunkedScan(0)
+
+
+def loop_backward(a, b, h0):
+    """h_t = a_t h_{t+1} + b_t, t = T..1, elementwise, from h_{T+1} = h0."""
+    h, out = h0, [None] * len(b)
+    for t in reversed(range(len(b))):
+        h = a[t] * h + b[t]
+        out[t] = h
+    return np.array(out)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_diagonal_both_directions_any_trailing_shape_real_and_complex(dtype, tol):
+    # the S4D layout: states (T, H, N/2), complex; and a real one
+    rng = np.random.default_rng(4)
+    T, shape = 37, (3, 2)
+    for complex_ in (False, True):
+        a = rng.uniform(-0.95, 0.95, (T, *shape))
+        b = rng.normal(size=(T, *shape))
+        h0 = rng.normal(size=shape)
+        if complex_:
+            a = a * np.exp(1j * rng.uniform(0, 6, a.shape))
+            b = b + 1j * rng.normal(size=b.shape)
+            h0 = h0 + 1j * rng.normal(size=shape)
+        cdtype = np.result_type(dtype, np.complex64) if complex_ else dtype
+        a, b, h0 = a.astype(cdtype), b.astype(cdtype), h0.astype(cdtype)
+        forward_ref = loop_forward_elementwise(a, b, h0)
+        backward_ref = loop_backward(a, b, h0)
+        for method in (AssociativeScan(), ChunkedScan(5), SequentialScan()):
+            forward = jax.jit(lambda a, b, h0, m=method: linear_recurrence(a, b, h0, method=m))
+            backward = jax.jit(
+                lambda a, b, h0, m=method: linear_recurrence(a, b, h0, reverse=True, method=m)
+            )
+            out_f, out_b = forward(a, b, h0), backward(a, b, h0)
+            assert out_f.dtype == cdtype and out_b.dtype == cdtype
+            name = f"{type(method).__name__} complex={complex_}"
+            np.testing.assert_allclose(out_f, forward_ref, rtol=tol, atol=tol, err_msg=name)
+            np.testing.assert_allclose(out_b, backward_ref, rtol=tol, atol=tol, err_msg=name)
+
+
+def loop_forward_elementwise(a, b, h0):
+    h, out = h0, []
+    for t in range(len(b)):
+        h = a[t] * h + b[t]
+        out.append(h)
+    return np.array(out)
+
+
+def test_reverse_of_structured_steps_runs_backwards_in_time():
+    A, b, y0 = random_system("block(2)", 30, 4, seed=5)
+    D = dense_steps(A)
+    y, expected = y0, np.zeros_like(b)
+    for t in reversed(range(30)):
+        y = D[t] @ y + b[t]
+        expected[t] = y
+    out = jax.jit(lambda A, b, y0: linear_recurrence(A, b, y0, reverse=True))(A, b, y0)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
