@@ -11,7 +11,10 @@ bilinear `λ̄ = 0` at `Δλ = −2` is replaced by `eps²`).
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Complex, Float
+
+from .._custom_types import Real
 
 
 DISCRETIZATIONS = ("zoh", "bilinear")
@@ -25,7 +28,9 @@ def check_discretization(method: str) -> str:
 
 
 def discrete_log_eigenvalues(
-    Lambda: Complex[Array, " *modes"], dt: Float[Array, "..."], method: str = "zoh"
+    Lambda: Complex[Array, " *modes"],
+    dt: Float[Array | np.ndarray, "..."] | Real,
+    method: str = "zoh",
 ) -> tuple[Complex[Array, "..."], Complex[Array, "..."]]:
     """`(log λ̄, γ)` with `λ̄ = exp(log λ̄)` and `B̄ = γ B`, elementwise.
 
@@ -50,7 +55,7 @@ def discrete_log_eigenvalues(
 def discretize(
     Lambda: Complex[Array, " *modes"],
     B: Complex[Array, " *modes ..."],
-    dt: Float[Array, " *modes"],
+    dt: Float[Array | np.ndarray, "..."] | Real,
     method: str = "zoh",
 ) -> tuple[Complex[Array, " *modes"], Complex[Array, " *modes ..."]]:
     """`(Λ̄, B̄)` of the diagonal system `(Λ, B)` with steps `dt`.

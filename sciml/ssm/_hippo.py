@@ -8,16 +8,20 @@ eigenvector matrix is exponentially ill-conditioned in `N`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
-def _check_size(n: int, name: str = "N") -> int:
+def _check_size(n: Any, name: str = "N") -> int:
+    # `N` is annotated `Any` where this check guards it, so its error (naming
+    # the argument) is what a caller sees, also under runtime type checking.
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"{name} must be a positive integer, got {n!r}.")
     return int(n)
 
 
-def hippo_legs(N: int) -> tuple[np.ndarray, np.ndarray]:
+def hippo_legs(N: Any) -> tuple[np.ndarray, np.ndarray]:
     r"""The HiPPO-LegS matrices (stable sign convention).
 
     $$A_{nk} = -\begin{cases}\sqrt{2n+1}\sqrt{2k+1} & n > k\\ n+1 & n = k\\ 0 & n < k\end{cases},

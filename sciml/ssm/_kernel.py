@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
-from jaxtyping import Array, Complex, Float
+from jaxtyping import Array, Complex, Float, Inexact
 
 
 def vandermonde_kernel(
-    log_Lambda_bar: Complex[Array, "*batch modes"],
-    W: Complex[Array, "*batch modes"],
+    log_Lambda_bar: Complex[Array, "... modes"],
+    W: Inexact[Array, "... modes"],
     length: int,
-) -> Complex[Array, "*batch length"]:
+) -> Complex[Array, "... length"]:
     """`K[..., l] = Σ_n W[..., n] exp(l · log λ̄[..., n])`, `l = 0, …, length − 1`.
 
     **Arguments:**

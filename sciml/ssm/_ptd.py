@@ -64,7 +64,7 @@ def _unit_columns(V):
     return V / jnp.linalg.norm(V, axis=0)
 
 
-def _real_pair_distance(w: jax.Array, tol: float) -> jax.Array:
+def _real_pair_distance(w: jax.Array, tol: float | jax.Array) -> jax.Array:
     """Σ over real eigenvalues of the distance to the nearest other real one.
 
     Real eigenvalues of a real matrix stay real under small perturbations (the

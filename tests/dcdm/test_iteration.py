@@ -63,10 +63,10 @@ def test_exact_inverse_converges_in_one_step():
         np.testing.assert_allclose(sol.value, np.linalg.solve(A, b), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("n_orthogonal", [1, 2, 5])
+@pytest.mark.parametrize("n_orthogonal", [1, 4])
 def test_identity_directions_are_cg_and_jacobi_directions_are_pcg(n_orthogonal):
     A, b = system()
-    steps = 16
+    steps = 12
     # In exact arithmetic every n_orthogonal >= 1 gives CG; in float64 the
     # first 16 iterates (residual down to 1e-6) agree to 3e-16 relative
     # (measured), so 1e-12 leaves a wide margin for round-off only.
