@@ -14,11 +14,11 @@ gives the same layer).
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 from jaxtyping import Array, PRNGKeyArray
 
+from .._checks import default_float_dtype
 from ._hippo import _check_size, hippo_legs, hippo_normal_eig
 from ._ptd import ptd_eig
 
@@ -193,7 +193,7 @@ def log_dt_init(
 ) -> Array:
     """`log Δ ~ U[log dt_min, log dt_max]`: a jax array of `shape`."""
     check_dt_range(dt_min, dt_max)
-    dtype = dtype or jnp.zeros(()).dtype
+    dtype = default_float_dtype(dtype)
     return jax.random.uniform(key, shape, dtype, np.log(dt_min), np.log(dt_max))
 
 

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
+from .._checks import default_float_dtype
 from ._discretize import check_discretization, discrete_log_eigenvalues
 from ._init import S4D_INITS, S5_INITS, _check_even, log_dt_init, s4d_init, s5_init
 from ._kernel import causal_conv, causal_conv_complex, vandermonde_kernel
@@ -293,7 +294,7 @@ class S4D(_DiagonalSSM):
                 f"init='diag' gives half the (Λ, B) copies S4D-Inv and half S4D-Lin, so it needs "
                 f"an even n_ssm; got n_ssm={n_ssm}."
             )
-        dtype = dtype or jnp.zeros(()).dtype
+        dtype = default_float_dtype(dtype)
         copies = []
         for i in range(n_ssm):
             name = ("inv" if i < n_ssm // 2 else "lin") if init == "diag" else init
@@ -436,7 +437,7 @@ class S5(_DiagonalSSM):
         if features < 1:
             raise ValueError(f"features must be positive, got {features}.")
         Lambda, V, V_inv = s5_init(init, state_size, blocks, conj_sym=conj_sym)
-        dtype = dtype or jnp.zeros(()).dtype
+        dtype = default_float_dtype(dtype)
         b_key, c_key, d_key, dt_key = jax.random.split(key, 4)
         P, modes = state_size, Lambda.shape[0]
         directions = 2 if bidirectional else 1

@@ -23,6 +23,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from sciml.training import make_optimizer
 
+from .._checks import default_float_dtype
 from ._layers import S4D, S5, _check_choice, _DiagonalSSM
 
 
@@ -188,7 +189,7 @@ class SequenceModel(eqx.Module):
             raise ValueError(f"n_layers must be positive, got {n_layers}.")
         if activation is None:
             activation = "glu" if layer == "s4d" else "half_glu1"
-        dtype = dtype or jnp.zeros(()).dtype
+        dtype = default_float_dtype(dtype)
         keys = jax.random.split(key, 2 * n_layers + 2)
         self.encoder = eqx.nn.Linear(d_input, d_model, key=keys[0], dtype=dtype)
         self.decoder = eqx.nn.Linear(d_model, d_output, key=keys[1], dtype=dtype)
