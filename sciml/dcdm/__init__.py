@@ -7,3 +7,12 @@ ICML 2023).
 """
 
 from ._iteration import a_norm_error as a_norm_error, solve as solve
+from ._loss import dcdm_loss as dcdm_loss, scale_free_loss as scale_free_loss
+from ._network import (
+    DCDMNet as DCDMNet,
+    avg_pool2 as avg_pool2,
+    direction_fn as direction_fn,
+    label_channels as label_channels,
+    network_input as network_input,
+    upsample2 as upsample2,
+)
