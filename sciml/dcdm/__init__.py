@@ -6,6 +6,7 @@ trained convolutional network approximating `A⁻¹` up to scale (Kaneda et al.,
 ICML 2023).
 """
 
+from ._dataset import dataset_key as dataset_key, ritz_dataset as ritz_dataset
 from ._iteration import a_norm_error as a_norm_error, solve as solve
 from ._loss import dcdm_loss as dcdm_loss, scale_free_loss as scale_free_loss
 from ._network import (
@@ -15,4 +16,10 @@ from ._network import (
     label_channels as label_channels,
     network_input as network_input,
     upsample2 as upsample2,
+)
+from ._ritz import (
+    lanczos as lanczos,
+    low_count as low_count,
+    ritz_pairs as ritz_pairs,
+    ritz_rhs as ritz_rhs,
 )
