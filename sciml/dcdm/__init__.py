@@ -6,6 +6,14 @@ trained convolutional network approximating `A⁻¹` up to scale (Kaneda et al.,
 ICML 2023).
 """
 
+from ._baselines import (
+    Identity as Identity,
+    IncompleteCholesky as IncompleteCholesky,
+    Jacobi as Jacobi,
+    Preconditioner as Preconditioner,
+    SmoothedAggregationAMG as SmoothedAggregationAMG,
+    ic0_pivots as ic0_pivots,
+)
 from ._dataset import dataset_key as dataset_key, ritz_dataset as ritz_dataset
 from ._iteration import a_norm_error as a_norm_error, solve as solve
 from ._loss import dcdm_loss as dcdm_loss, scale_free_loss as scale_free_loss
