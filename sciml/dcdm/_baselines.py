@@ -41,6 +41,7 @@ pivot below `σ a_ii` is reset to `a_ii`.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -86,15 +87,20 @@ def _host(fn, active, shape):
     """`r ↦ scatter(fn(gather(r)))` through `jax.pure_callback`."""
     size = int(np.prod(shape))
 
-    def host(r):
+    def host(r, dtype):
+        # the output dtype is fixed at trace time: the callback may run where
+        # 64-bit mode is off and hand over a float32 copy of a float64 input
         r = np.asarray(r)
         out = np.zeros(size)
         out[active] = fn(r.reshape(-1)[active].astype(np.float64))
-        return out.reshape(r.shape).astype(r.dtype)
+        return out.reshape(r.shape).astype(dtype)
 
     def apply(r):
         return jax.pure_callback(
-            host, jax.ShapeDtypeStruct(r.shape, r.dtype), r, vmap_method="sequential"
+            functools.partial(host, dtype=r.dtype),
+            jax.ShapeDtypeStruct(r.shape, r.dtype),
+            r,
+            vmap_method="sequential",
         )
 
     return apply
