@@ -20,7 +20,7 @@ def tiny(config: ml_collections.ConfigDict) -> None:
     config.model.pairs = (1, 1, 1)
     config.eval.resolutions = (8, 12)
     config.eval.scene_seeds = (101,)
-    config.eval.max_steps = 60
+    config.eval.max_steps = 120
     defaults.shrink_training(
         config,
         steps=20,
