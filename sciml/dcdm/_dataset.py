@@ -52,8 +52,8 @@ def ritz_dataset(
     - `apply_A`: `x ↦ A x` on numpy grids of the scene's shape.
     - `scene`: the label grid (keys the cache; its shape is the grid shape).
     - `n_rhs`: how many right-hand sides.
-    - `n_ritz`: Lanczos steps (see the memory note in
-      [`lanczos`][sciml.dcdm.lanczos]'s module).
+    - `n_ritz`: Lanczos steps (memory: see
+      [`lanczos`][sciml.dcdm.lanczos]).
     - `factor`, `low_fraction`: the low-end bias of
       [`ritz_rhs`][sciml.dcdm.ritz_rhs].
     - `seed`: seeds the Lanczos start vector and the coefficients.
