@@ -56,10 +56,10 @@ def test_pool_and_upsample_reference():
 
 
 def test_same_weights_work_at_two_grid_sizes(getkey):
-    net = DCDMNet(3, pairs=(1, 1, 1), key=getkey())
-    small, large = (jax.random.normal(getkey(), (1, *s)) for s in ((8, 8, 8), (12, 16, 8)))
-    assert net(small).shape == (8, 8, 8)
-    assert net(large).shape == (12, 16, 8)
+    net = DCDMNet(3, pairs=(0, 1, 0), key=getkey())
+    small, large = (jax.random.normal(getkey(), (1, *s)) for s in ((4, 4, 4), (6, 8, 4)))
+    assert net(small).shape == (4, 4, 4)
+    assert net(large).shape == (6, 8, 4)
     # The centre of a field constant in a big neighbourhood sees no border.
     const = lambda s: jnp.ones((1, *s))  # noqa: E731
     a = DCDMNet(2, pairs=(1, 0, 1), key=getkey())
