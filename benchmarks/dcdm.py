@@ -13,7 +13,7 @@ Runs unchanged on a GPU (the IC and AMG preconditioners then go through host
 callbacks, which the timings include).
 
 usage: python -m benchmarks.dcdm [--quick] [--dim 2] [--train-resolution 64]
-       [--steps 2000] [--resolutions 64 128 256] [--seeds 101 102]
+       [--steps 2000] [--resolutions 64 128 256] [--seeds 101] [--max-steps 2000]
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def main(argv=None):
     parser.add_argument("--n-rhs", type=int, default=1000)
     parser.add_argument("--resolutions", type=int, nargs="+", default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[101])
+    parser.add_argument("--max-steps", type=int, default=2000)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     args = parser.parse_args(argv)
@@ -55,6 +56,7 @@ def main(argv=None):
             args.resolutions or ((64, 128, 256) if args.dim == 2 else (16, 32, 64))
         )
         config.eval.scene_seeds = tuple(args.seeds)
+        config.eval.max_steps = args.max_steps
     workdir = (
         args.workdir or Path("runs") / f"bench_dcdm_{args.dim}d{'_quick' if args.quick else ''}"
     )
@@ -73,10 +75,13 @@ def main(argv=None):
             **env,
         }
     )
-    results, _ = evaluate_scenes(trained.model, config)
-    for scene, methods in results.items():
-        for method, record in methods.items():
-            emit({"benchmark": "dcdm_solve", "scene": scene, "method": method, **record, **env})
+    resolutions = tuple(config.eval.resolutions)
+    for resolution in resolutions:  # one resolution at a time, printed as it finishes
+        config.eval.resolutions = (resolution,)
+        results, _ = evaluate_scenes(trained.model, config)
+        for scene, methods in results.items():
+            for method, record in methods.items():
+                emit({"benchmark": "dcdm_solve", "scene": scene, "method": method, **record, **env})
 
 
 if __name__ == "__main__":
