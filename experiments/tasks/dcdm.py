@@ -13,7 +13,8 @@ MIC(0)- and AMG-preconditioned CG, all through the same `sciml.dcdm.solve`
 (float64 outer loop, same matrix, same stopping rule). Each solve is compiled
 ahead of time, so the timing excludes compilation; preconditioner setup is timed separately.
 `summary["eval"][scene][method]` holds `iterations`, `seconds`,
-`setup_seconds`, `converged` and `relative_residual`; `plots/residuals.png`
+`setup_seconds`, `converged`, `result` (the `RESULTS` name) and
+`relative_residual`; `plots/residuals.png`
 shows the residual histories.
 """
 
@@ -113,6 +114,14 @@ def build(config, workdir: Path) -> Experiment:
     return Experiment(model=model, loss_fn=loss_fn, batch_fn=batch_fn, evaluate=evaluate)
 
 
+def result_name(result) -> str:
+    """The name of a `RESULTS` item (`"successful"`, `"breakdown"`, ...)."""
+    for name in ("successful", "max_steps_reached", "breakdown", "nonfinite", "nonfinite_input"):
+        if bool(result == getattr(RESULTS, name)):
+            return name
+    return "other"
+
+
 def timed_solve(op, b, direction, config) -> tuple[dict, np.ndarray]:
     """Compiles, then times one solve; returns its record and residual history."""
     ev = config.eval
@@ -137,6 +146,7 @@ def timed_solve(op, b, direction, config) -> tuple[dict, np.ndarray]:
         "iterations": steps,
         "seconds": seconds,
         "converged": bool(sol.result == RESULTS.successful),
+        "result": result_name(sol.result),
         "relative_residual": float(sol.stats["residual_norm"]) / float(history[0]),
     }
     return record, history[: steps + 1] / history[0]

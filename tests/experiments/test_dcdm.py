@@ -25,6 +25,7 @@ def test_tiny_config_trains_and_compares(name, tmp_path):
         for method in ("cg", "jacobi", "ic0", "mic0", "amg"):
             record = scene[method]
             assert record["converged"] and record["relative_residual"] <= 1e-6
+            assert record["result"] == "successful"
             assert record["iterations"] >= 1 and record["seconds"] > 0
         # whatever the tiny network does, a claimed convergence is real
         if scene["dcdm"]["converged"]:
