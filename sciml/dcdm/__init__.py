@@ -6,4 +6,28 @@ trained convolutional network approximating `A⁻¹` up to scale (Kaneda et al.,
 ICML 2023).
 """
 
+from ._baselines import (
+    Identity as Identity,
+    IncompleteCholesky as IncompleteCholesky,
+    Jacobi as Jacobi,
+    Preconditioner as Preconditioner,
+    SmoothedAggregationAMG as SmoothedAggregationAMG,
+    ic0_pivots as ic0_pivots,
+)
+from ._dataset import dataset_key as dataset_key, ritz_dataset as ritz_dataset
 from ._iteration import a_norm_error as a_norm_error, solve as solve
+from ._loss import dcdm_loss as dcdm_loss, scale_free_loss as scale_free_loss
+from ._network import (
+    DCDMNet as DCDMNet,
+    avg_pool2 as avg_pool2,
+    direction_fn as direction_fn,
+    label_channels as label_channels,
+    network_input as network_input,
+    upsample2 as upsample2,
+)
+from ._ritz import (
+    lanczos as lanczos,
+    low_count as low_count,
+    ritz_pairs as ritz_pairs,
+    ritz_rhs as ritz_rhs,
+)

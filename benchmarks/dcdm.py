@@ -1,0 +1,88 @@
+"""DCDM against CG, Jacobi-, IC(0)-, MIC(0)- and AMG-PCG on the same scenes.
+
+Trains a DCDM network on one scene (through the experiment task
+`experiments.tasks.dcdm`, so the model, data and training are those of the
+`dcdm_poisson2d` / `dcdm_poisson3d` configs; checkpoints in `--workdir` are
+resumed, so a second run only evaluates), then solves one smooth consistent
+right-hand side on held-out scenes at several resolutions to
+`‖b − A x‖ ≤ 1e-6 ‖b‖` with every method through the same `sciml.dcdm.solve`
+(float64 outer loop, `x₀ = 0`). One JSON line per scene and method:
+iterations, solve seconds (compiled ahead of time, compilation excluded) and
+preconditioner setup seconds (host side: IC factorisation, AMG hierarchy).
+Runs unchanged on a GPU (the IC and AMG preconditioners then go through host
+callbacks, which the timings include).
+
+usage: python -m benchmarks.dcdm [--quick] [--dim 2] [--train-resolution 64]
+       [--steps 2000] [--resolutions 64 128 256] [--seeds 101] [--max-steps 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from benchmarks._common import emit, environment
+from experiments.configs import dcdm_poisson2d, dcdm_poisson3d
+from experiments.tasks.dcdm import build, evaluate_scenes
+from sciml.experiment import train_experiment
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, default=2, choices=(2, 3))
+    parser.add_argument("--train-resolution", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--n-ritz", type=int, default=800)
+    parser.add_argument("--n-rhs", type=int, default=1000)
+    parser.add_argument("--resolutions", type=int, nargs="+", default=None)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[101])
+    parser.add_argument("--max-steps", type=int, default=2000)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
+    args = parser.parse_args(argv)
+
+    module = dcdm_poisson2d if args.dim == 2 else dcdm_poisson3d
+    config = module.get_config("tiny" if args.quick else None)
+    if not args.quick:
+        config.data.resolution = args.train_resolution or (64 if args.dim == 2 else 16)
+        config.data.n_ritz = args.n_ritz
+        config.data.n_rhs = args.n_rhs
+        config.train.steps = args.steps
+        config.train.progress = False
+        config.train.eval_every = max(args.steps // 4, 1)
+        config.train.checkpoint_every = max(args.steps // 4, 1)
+        config.eval.resolutions = tuple(
+            args.resolutions or ((64, 128, 256) if args.dim == 2 else (16, 32, 64))
+        )
+        config.eval.scene_seeds = tuple(args.seeds)
+        config.eval.max_steps = args.max_steps
+    workdir = (
+        args.workdir or Path("runs") / f"bench_dcdm_{args.dim}d{'_quick' if args.quick else ''}"
+    )
+    workdir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    trained = train_experiment(build(config, workdir), config, workdir, plots=False)
+    env = environment()
+    emit(
+        {
+            "benchmark": "dcdm_train",
+            "dim": args.dim,
+            "train_resolution": int(config.data.resolution),
+            "steps": trained.summary["steps"],
+            "valid_loss": trained.summary.get("valid_loss"),
+            "seconds": time.perf_counter() - start,
+            **env,
+        }
+    )
+    resolutions = tuple(config.eval.resolutions)
+    for resolution in resolutions:  # one resolution at a time, printed as it finishes
+        config.eval.resolutions = (resolution,)
+        results, _ = evaluate_scenes(trained.model, config)
+        for scene, methods in results.items():
+            for method, record in methods.items():
+                emit({"benchmark": "dcdm_solve", "scene": scene, "method": method, **record, **env})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+r"""Classical baselines for DCDM, as direction generators for the same `solve`.
+
+Preconditioned CG with a fixed SPD preconditioner `M` is exactly
+[`solve`][sciml.dcdm.solve] with `direction_fn = M⁻¹` and `n_orthogonal ≥ 1`
+(the new direction `M⁻¹ r` A-orthogonalised against the previous one is PCG's
+`p`, and the line search is PCG's `α`), so every baseline runs through the
+same iteration, stopping rule, starting vector and float64 outer loop as DCDM:
+only the direction differs.
+
+Each preconditioner is a module whose `build(matrix, shape)` does the setup
+(timed) and returns a [`Preconditioner`][sciml.dcdm.Preconditioner]:
+
+- [`Identity`][sciml.dcdm.Identity]: `M = I`, plain CG.
+- [`Jacobi`][sciml.dcdm.Jacobi]: `M = diag(A)` (in JAX).
+- [`IncompleteCholesky`][sciml.dcdm.IncompleteCholesky]: IC(0) or modified
+  IC(0) with the sparsity of `A`. Neither scipy (its `spilu` is a threshold
+  ILU of SuperLU, not IC(0)) nor pyamg provide an incomplete Cholesky, so the
+  factorisation is written here over the CSR in numpy; the triangular solves
+  are scipy's, reached through `jax.pure_callback`.
+- [`SmoothedAggregationAMG`][sciml.dcdm.SmoothedAggregationAMG]: one V-cycle
+  of pyamg's smoothed-aggregation solver (the library's, not ours), also
+  through `jax.pure_callback`.
+
+`matrix` is a `scipy.sparse` matrix over all grid cells in C order, with empty
+rows for cells that are not unknowns (the layout of the Poisson assembly);
+the preconditioner works on the non-empty rows and returns zero elsewhere.
+
+**IC(0) and MIC(0).** Write `A = L_A + D_A + L_Aᵀ` and `M = (E + L_A) E⁻¹
+(E + L_Aᵀ)` with a diagonal `E`. For a 5-/7-point stencil in natural order
+no two lower neighbours of a cell share a lower neighbour, so IC(0) keeps the
+off-diagonals of `A` and only the pivots change:
+
+$$e_i = a_{ii} - \sum_{j<i,\ a_{ij}\neq 0}
+\frac{a_{ij}^2 + \tau\, a_{ij}\bigl(u_j - a_{ij}\bigr)}{e_j},\qquad
+u_j = \sum_{k>j} a_{jk},$$
+
+with `τ = 0` for IC(0); `τ = 1` is MIC(0), which adds the dropped fill back to
+the diagonal so that `M 1 = A 1` (`τ = 0.97` is the usual safer choice). A
+pivot below `σ a_ii` is reset to `a_ii`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from jaxtyping import Array, Float
+
+from .._custom_types import Real
+
+
+class Preconditioner(eqx.Module):
+    """A built preconditioner: `p(r) = M⁻¹ r` on the grid, and its setup time.
+
+    Pass it as the `direction_fn` of [`solve`][sciml.dcdm.solve] with
+    `n_orthogonal >= 1` to get PCG.
+    """
+
+    apply: Callable[[Array], Array] = eqx.field(static=True)
+    setup_seconds: float = eqx.field(static=True)
+    name: str = eqx.field(static=True)
+
+    def __call__(self, r: Float[Array, "*grid"]) -> Float[Array, "*grid"]:
+        return self.apply(r)
+
+
+def _active(matrix, shape) -> tuple[sp.csr_matrix, np.ndarray]:
+    matrix = sp.csr_matrix(matrix)
+    size = int(np.prod(shape))
+    if matrix.shape != (size, size):
+        raise ValueError(
+            f"`matrix` must be {size}×{size} (one row per cell of the grid {tuple(shape)}), "
+            f"got {matrix.shape}."
+        )
+    active = np.flatnonzero(matrix.diagonal() != 0)
+    return matrix[active][:, active].tocsr(), active
+
+
+def _host(fn, active, shape):
+    """`r ↦ scatter(fn(gather(r)))` through `jax.pure_callback`."""
+    size = int(np.prod(shape))
+
+    def host(r, dtype):
+        # the output dtype is fixed at trace time: the callback may run where
+        # 64-bit mode is off and hand over a float32 copy of a float64 input
+        r = np.asarray(r)
+        out = np.zeros(size)
+        out[active] = fn(r.reshape(-1)[active].astype(np.float64))
+        return out.reshape(r.shape).astype(dtype)
+
+    def apply(r):
+        return jax.pure_callback(
+            functools.partial(host, dtype=r.dtype),
+            jax.ShapeDtypeStruct(r.shape, r.dtype),
+            r,
+            vmap_method="sequential",
+        )
+
+    return apply
+
+
+class Identity(eqx.Module):
+    """`M = I`: `solve` with these directions is conjugate gradients."""
+
+    def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
+        _active(matrix, shape)
+        return Preconditioner(lambda r: r, 0.0, "CG")
+
+
+class Jacobi(eqx.Module):
+    """`M = diag(A)`, applied in JAX (zero on empty rows)."""
+
+    def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
+        start = time.perf_counter()
+        _active(matrix, shape)
+        d = np.asarray(sp.csr_matrix(matrix).diagonal()).reshape(shape)
+        inv = jnp.asarray(np.where(d != 0, 1 / np.where(d != 0, d, 1), 0))
+        seconds = time.perf_counter() - start
+        return Preconditioner(lambda r: r * inv.astype(r.dtype), seconds, "Jacobi-PCG")
+
+
+def ic0_pivots(matrix, *, tau: Real = 0.0, sigma: Real = 0.25) -> np.ndarray:
+    """The pivots `e` of (modified) IC(0) for a symmetric matrix with a 5-/7-point
+    stencil pattern (see the module docstring); `tau = 0` is IC(0), `tau = 1`
+    MIC(0). A pivot below `sigma · a_ii` is reset to `a_ii`.
+
+    **Returns:** `e`, one pivot per row (all rows must have `a_ii > 0`).
+    """
+    A = sp.csr_matrix(matrix)
+    diag = A.diagonal()
+    if np.any(diag <= 0):
+        raise ValueError("`matrix` must have a positive diagonal (drop empty rows first).")
+    lower = sp.tril(A, k=-1, format="csr")
+    upper_sum = np.asarray(sp.triu(A, k=1).sum(axis=1)).ravel()
+    indptr, indices, data = lower.indptr, lower.indices.tolist(), lower.data.tolist()
+    e = np.empty(A.shape[0])
+    e_list = [0.0] * A.shape[0]
+    diag_list, u = diag.tolist(), upper_sum.tolist()
+    tau, sigma = float(tau), float(sigma)
+    for i in range(A.shape[0]):
+        s = diag_list[i]
+        for p in range(indptr[i], indptr[i + 1]):
+            j, a = indices[p], data[p]
+            s -= (a * a + tau * a * (u[j] - a)) / e_list[j]
+        if s < sigma * diag_list[i]:
+            s = diag_list[i]
+        e_list[i] = s
+    e[:] = e_list
+    return e
+
+
+class IncompleteCholesky(eqx.Module):
+    """IC(0) (`modified=False`) or MIC(0) (`modified=True`) preconditioner.
+
+    **Arguments:**
+
+    - `modified`: add the dropped fill to the diagonal (MIC).
+    - `tau`: the MIC weight (0.97; 1 is pure MIC(0)); ignored for IC(0).
+    - `sigma`: pivot safeguard (a pivot below `sigma · a_ii` becomes `a_ii`).
+    """
+
+    modified: bool = False
+    tau: Real = 0.97
+    sigma: Real = 0.25
+
+    def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
+        start = time.perf_counter()
+        A, active = _active(matrix, shape)
+        e = ic0_pivots(A, tau=self.tau if self.modified else 0.0, sigma=self.sigma)
+        E = sp.diags(e)
+        lower = (E + sp.tril(A, k=-1)).tocsr()
+        upper = (E + sp.triu(A, k=1)).tocsr()
+
+        def solve_m(r):
+            y = spla.spsolve_triangular(lower, r, lower=True)
+            return spla.spsolve_triangular(upper, e * y, lower=False)
+
+        seconds = time.perf_counter() - start
+        name = "MIC(0)-PCG" if self.modified else "IC(0)-PCG"
+        return Preconditioner(_host(solve_m, active, shape), seconds, name)
+
+
+class SmoothedAggregationAMG(eqx.Module):
+    """One V-cycle of `pyamg.smoothed_aggregation_solver(A)` per application.
+
+    **Arguments:** `max_coarse`: the size below which pyamg solves directly;
+    the V-cycle is symmetric (pyamg's default symmetric Gauss–Seidel sweeps),
+    so PCG applies.
+    """
+
+    max_coarse: int = 10
+
+    def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
+        import pyamg
+
+        start = time.perf_counter()
+        A, active = _active(matrix, shape)
+        ml = pyamg.smoothed_aggregation_solver(A, max_coarse=self.max_coarse)
+        M = ml.aspreconditioner(cycle="V")
+        seconds = time.perf_counter() - start
+        return Preconditioner(_host(M.matvec, active, shape), seconds, "AMG-PCG")

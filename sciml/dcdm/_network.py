@@ -1,0 +1,205 @@
+r"""The convolutional approximate inverse of DCDM (Kaneda et al., ICML 2023).
+
+A fully convolutional network `f` that maps a unit-norm residual on the grid to
+a search direction approximating `A⁻¹ r` up to scale. The design follows the
+paper's 3-D model (2-D is the same with 3×3 kernels):
+
+```
+stem  (linear 3×3(×3) conv, C_in → 16)
+full-resolution residual pairs        ← the last feature `s` is kept
+2×2(×2) average pool
+half-resolution residual pairs
+nearest-neighbour upsampling ×2, plus `s` (additive skip)
+full-resolution residual pairs
+head  (linear 1×1(×1) conv, 16 → 1)
+```
+
+A residual pair is `y = x + σ(conv₂ σ(conv₁ x))` with ReLU `σ` and "same"
+padding (zeros outside the grid). Only convolutions and one pooling level, so
+the same weights work on any grid whose sides are even: a model trained at 64³
+is applied at 128³. The paper's N = 64 model has 2 + 3 + 2 pairs (4 + 6 + 4
+convs), 97,457 parameters in 3-D.
+
+Optionally (as in Lan et al., ICML 2024) three more input channels carry the
+one-hot cell labels (fluid / solid / air), so the network sees the geometry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .._checks import check_positive_int
+
+
+def avg_pool2(x: Float[Array, " channels *grid"]) -> Float[Array, " channels *half"]:
+    """2×2(×2) average pooling with stride 2 over every spatial axis."""
+    c, *grid = x.shape
+    split = [c]
+    for n in grid:
+        split += [n // 2, 2]
+    return x.reshape(split).mean(axis=tuple(range(2, 2 + 2 * len(grid), 2)))
+
+
+def upsample2(x: Float[Array, " channels *half"]) -> Float[Array, " channels *grid"]:
+    """Nearest-neighbour upsampling ×2 over every spatial axis."""
+    for axis in range(1, x.ndim):
+        x = jnp.repeat(x, 2, axis=axis)
+    return x
+
+
+class _Pair(eqx.Module):
+    conv1: eqx.nn.Conv
+    conv2: eqx.nn.Conv
+    activation: Callable = eqx.field(static=True)
+
+    def __init__(self, dim, width, activation, dtype, *, key):
+        k1, k2 = jax.random.split(key)
+        self.conv1 = eqx.nn.Conv(dim, width, width, 3, padding=1, dtype=dtype, key=k1)
+        self.conv2 = eqx.nn.Conv(dim, width, width, 3, padding=1, dtype=dtype, key=k2)
+        self.activation = activation
+
+    def __call__(self, x):
+        return x + self.activation(self.conv2(self.activation(self.conv1(x))))
+
+
+def _stack(pairs, x):
+    for pair in pairs:
+        x = pair(x)
+    return x
+
+
+class DCDMNet(eqx.Module):
+    """The DCDM network: one sample `(in_channels, *grid) → grid`.
+
+    **Arguments:**
+
+    - `dim`: 2 or 3 (spatial dimensions).
+    - `pairs`: residual pairs at (full, half, full) resolution; the paper's
+      N = 64 model is `(2, 3, 2)`, its N = 128 model `(3, 5, 3)`.
+    - `width`: feature channels (16 in the paper).
+    - `label_channels`: if True, three more input channels carry the one-hot
+      fluid / solid / air labels (use [`label_channels`][sciml.dcdm.label_channels]).
+    - `activation`: the nonlinearity (ReLU).
+    - `dtype`: parameter dtype (float32 by default, also when float64 is on:
+      the outer iteration runs in float64, the network in float32).
+    - `key`: PRNG key for the initialisation.
+
+    Calling: `net(x)` with `x` of shape `(in_channels, *grid)` (`in_channels`
+    = 1, or 4 with labels), every side of `grid` even; returns `grid`.
+    """
+
+    stem: eqx.nn.Conv
+    down: tuple[_Pair, ...]
+    mid: tuple[_Pair, ...]
+    up: tuple[_Pair, ...]
+    head: eqx.nn.Conv
+    dim: int = eqx.field(static=True)
+    in_channels: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int = 3,
+        *,
+        pairs: tuple[int, int, int] = (2, 3, 2),
+        width: int = 16,
+        label_channels: bool = False,
+        activation: Callable = jax.nn.relu,
+        dtype=jnp.float32,
+        key: PRNGKeyArray,
+    ):
+        if dim not in (2, 3):
+            raise ValueError(f"`dim` must be 2 or 3, got {dim!r}.")
+        if len(pairs) != 3 or any(
+            isinstance(p, bool) or not isinstance(p, int) or p < 0 for p in pairs
+        ):
+            raise ValueError(
+                f"`pairs` must be three integers >= 0 (full, half, full resolution), got {pairs!r}."
+            )
+        width = check_positive_int("width", width)
+        self.dim = dim
+        self.in_channels = 4 if label_channels else 1
+        keys = iter(jax.random.split(key, 2 + sum(pairs)))
+        self.stem = eqx.nn.Conv(
+            dim, self.in_channels, width, 3, padding=1, dtype=dtype, key=next(keys)
+        )
+        self.down, self.mid, self.up = (
+            tuple(_Pair(dim, width, activation, dtype, key=next(keys)) for _ in range(p))
+            for p in pairs
+        )
+        self.head = eqx.nn.Conv(dim, width, 1, 1, dtype=dtype, key=next(keys))
+
+    def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, "*grid"]:
+        if x.ndim != self.dim + 1:
+            raise ValueError(
+                f"a {self.dim}-D DCDMNet takes `(channels, *grid)` with a {self.dim}-D grid, got "
+                f"shape {x.shape} (a network built for {self.dim}-D cannot be applied to "
+                f"{x.ndim - 1}-D data; build one with `dim={x.ndim - 1}`)."
+            )
+        if x.shape[0] != self.in_channels:
+            raise ValueError(
+                f"the network takes {self.in_channels} input channel(s), got {x.shape[0]} "
+                "(`label_channels=True` needs the residual plus three one-hot label channels)."
+            )
+        if any(n % 2 for n in x.shape[1:]):
+            raise ValueError(
+                f"every side of the grid must be even (one 2× pooling level), got {x.shape[1:]}; "
+                "pad the grid with SOLID cells to an even size."
+            )
+        h = self.stem(x.astype(self.stem.weight.dtype))
+        skip = _stack(self.down, h)
+        h = _stack(self.mid, avg_pool2(skip))
+        h = _stack(self.up, upsample2(h) + skip)
+        return self.head(h)[0]
+
+
+def label_channels(
+    labels, fluid: int = 0, solid: int = 1, air: int = 2
+) -> Float[Array, " 3 *grid"]:
+    """One-hot `(fluid, solid, air)` channels of an integer label grid."""
+    labels = jnp.asarray(labels)
+    return jnp.stack([labels == fluid, labels == solid, labels == air]).astype(jnp.float32)
+
+
+def network_input(net: DCDMNet, r: Float[Array, "*grid"], labels_onehot=None) -> Array:
+    """The `(channels, *grid)` input of `net` for a residual `r` on the grid."""
+    r = r.astype(net.stem.weight.dtype)[None]
+    if net.in_channels == 1:
+        return r
+    if labels_onehot is None:
+        raise ValueError("this network takes label channels: pass `labels_onehot`.")
+    return jnp.concatenate([r, labels_onehot.astype(r.dtype)])
+
+
+def direction_fn(
+    net: DCDMNet,
+    fluid: Float[Array, "*grid"],
+    labels_onehot: Float[Array, " 3 *grid"] | None = None,
+) -> Callable[[Array], Array]:
+    """Turns a trained network into a `direction_fn` for [`solve`][sciml.dcdm.solve].
+
+    **Arguments:**
+
+    - `net`: the network.
+    - `fluid`: `1` at the unknowns (fluid cells), `0` elsewhere, on the grid.
+    - `labels_onehot`: the `(3, *grid)` label channels, for a network built
+      with `label_channels=True`.
+
+    **Returns:** `r ↦ fluid · net(fluid · r)`, evaluated in the network's
+    dtype and returned in the dtype of `r` (zero at non-fluid cells, so the
+    direction lies in the space of unknowns).
+    """
+    if net.in_channels == 4 and labels_onehot is None:
+        raise ValueError("`net` was built with `label_channels=True`: pass `labels_onehot`.")
+    fluid = jnp.asarray(fluid)
+
+    def apply(r):
+        mask = fluid.astype(r.dtype)
+        q = net(network_input(net, r * mask, labels_onehot))
+        return q.astype(r.dtype) * mask
+
+    return apply

@@ -1,0 +1,57 @@
+"""The scale-free loss: scale invariance, equality with one DCDM step, zero
+exactly at the inverse."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sciml.dcdm import DCDMNet, dcdm_loss, direction_fn, solve
+
+
+def laplacian_2d(n):
+    t = 2 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1)
+    return np.kron(t, np.eye(n)) + np.kron(np.eye(n), t)
+
+
+def setup(n=8, batch=3, seed=0):
+    A = laplacian_2d(n) + np.diag(np.random.default_rng(seed).uniform(0, 1, n * n))
+    b = np.random.default_rng(seed + 1).standard_normal((batch, n, n))
+    b /= np.linalg.norm(b.reshape(batch, -1), axis=1)[:, None, None]
+    apply_A = lambda x: (jnp.asarray(A) @ x.ravel()).reshape(x.shape)  # noqa: E731
+    return A, jnp.asarray(b), apply_A
+
+
+def test_invariant_to_scaling_the_output(getkey):
+    A, b, apply_A = setup()
+    net = DCDMNet(2, pairs=(1, 1, 1), dtype=jnp.float64, key=getkey())
+    f = direction_fn(net, jnp.ones((8, 8)))
+    base = dcdm_loss(f, apply_A, b)
+    for c in (1e-3, -2.0, 1e4):
+        np.testing.assert_allclose(dcdm_loss(lambda r, c=c: c * f(r), apply_A, b), base, rtol=1e-10)
+    assert 0 < base < 1
+
+
+def test_equals_squared_residual_after_one_step(getkey):
+    A, b, apply_A = setup()
+    net = DCDMNet(2, pairs=(1, 1, 1), dtype=jnp.float64, key=getkey())
+    f = direction_fn(net, jnp.ones((8, 8)))
+    one_step = []
+    for bi in b:
+        sol = solve(apply_A, bi, f, max_steps=1, n_orthogonal=0, rtol=1e-14, throw=False)
+        one_step.append(float(sol.stats["residual_history"][1]) ** 2)
+    np.testing.assert_allclose(dcdm_loss(f, apply_A, b), np.mean(one_step), rtol=1e-10)
+
+
+def test_zero_iff_direction_proportional_to_inverse():
+    A, b, apply_A = setup()
+    A_inv = jnp.asarray(np.linalg.inv(A))
+    inverse = lambda r: -3.0 * (A_inv @ r.ravel()).reshape(r.shape)  # noqa: E731
+    assert float(dcdm_loss(inverse, apply_A, b)) < 1e-26
+    # any perturbation away from the inverse direction gives a positive loss
+    key = jax.random.key(3)
+    for eps in (1e-3, 1e-1):
+        noise = jax.random.normal(key, b.shape[1:])
+        perturbed = lambda r, eps=eps, noise=noise: inverse(r) + eps * noise  # noqa: E731
+        assert float(dcdm_loss(perturbed, apply_A, b)) > 1e-12
+    # identity directions are one steepest-descent step: loss < ‖b‖² = 1
+    assert 0 < float(dcdm_loss(lambda r: r, apply_A, b)) < 1
