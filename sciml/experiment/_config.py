@@ -23,6 +23,7 @@ from typing import Any, Literal
 import ml_collections
 
 from ._errors import ConfigError
+from ._imports import import_dotted
 from ._overrides import apply_overrides
 
 
@@ -113,15 +114,11 @@ def _load_module(kind: str, ref: str, display: str):
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
         return module
-    try:
-        return importlib.import_module(ref)
-    except ModuleNotFoundError as error:
-        if error.name is None or not ref.startswith(error.name):
-            raise
-        raise ConfigError(
-            f"--config: no config module {ref!r} (and no file of that name); give a "
-            "path to a .py file or an importable dotted module name."
-        ) from None
+    return import_dotted(
+        ref,
+        f"--config: no config module {ref!r} (and no file of that name); give a "
+        "path to a .py file or an importable dotted module name.",
+    )
 
 
 def _call_get_config(module, display: str, variant: str | None) -> ml_collections.ConfigDict:

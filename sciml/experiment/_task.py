@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ._errors import ConfigError
+from ._imports import import_dotted
 
 
 def is_file_task(task: str) -> bool:
@@ -78,15 +79,11 @@ def resolve_task(task: str, directory: str | Path | None = None) -> ModuleType:
             )
         module = _load_file(path)
     else:
-        try:
-            module = importlib.import_module(task)
-        except ModuleNotFoundError as error:
-            if error.name is None or not task.startswith(error.name):
-                raise
-            raise ConfigError(
-                f"config key 'task': no task module {task!r}; give a dotted module path "
-                "(e.g. 'experiments.tasks.quickstart') or a .py file path."
-            ) from None
+        module = import_dotted(
+            task,
+            f"config key 'task': no task module {task!r}; give a dotted module path "
+            "(e.g. 'experiments.tasks.quickstart') or a .py file path.",
+        )
     if not callable(getattr(module, "train_and_evaluate", None)):
         raise ConfigError(
             f"task module {module.__name__} defines no train_and_evaluate(config, workdir) "
