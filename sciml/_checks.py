@@ -1,6 +1,12 @@
 """Argument checks shared across sciml: one idiom each for choices, positive
-integers and the default floating dtype. Each raises a `ValueError` that names
-the argument, the accepted values and what was given."""
+integers, finite arrays and the default floating dtype. Each raises a
+`ValueError` that names the argument, the accepted values and what was given.
+
+Non-finite policy (one for the whole package): arrays that reach a public
+entry point as concrete values (eager calls) are checked with `check_finite`;
+inside `jit`/`vmap` the check is skipped, so compiled layers carry no
+host callback. `sciml.training.fit` checks each batch once, outside the
+compiled step."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def check_choice(name: str, value: Any, accepted: Iterable[Any]) -> Any:
@@ -42,3 +49,29 @@ def default_float_dtype(dtype: Any = None) -> jnp.dtype:
 def default_complex_dtype() -> jnp.dtype:
     """`complex128` when `jax_enable_x64` is on, `complex64` otherwise."""
     return jnp.dtype(jnp.complex128 if jax.config.jax_enable_x64 else jnp.complex64)
+
+
+def check_finite(name: str, value: Any) -> Any:
+    """Returns `value` if every entry is finite; raises a `ValueError` naming
+    `name` (with the count of NaN and Inf entries) otherwise.
+
+    Traced values (inside `jit`, `vmap`, `grad`) pass unchecked: see the
+    module docstring for the policy. Integer and boolean arrays always pass.
+    """
+    if isinstance(value, jax.core.Tracer):
+        return value
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(value).dtype
+    if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating)):
+        return value
+    xp = np if isinstance(value, np.ndarray | np.generic | float | complex) else jnp
+    finite = xp.isfinite(value)
+    if bool(finite.all()):
+        return value
+    n_nan = int(xp.isnan(value).sum())
+    n_bad = int((~finite).sum())
+    raise ValueError(
+        f"`{name}` must be finite, got {n_nan} NaN and {n_bad - n_nan} infinite "
+        f"entries (of {int(np.prod(np.shape(value)))})."
+    )
