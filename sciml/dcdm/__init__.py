@@ -16,6 +16,7 @@ from ._baselines import (
 )
 from ._dataset import dataset_key as dataset_key, ritz_dataset as ritz_dataset
 from ._iteration import a_norm_error as a_norm_error, solve as solve
+from ._lineax import DCDM as DCDM
 from ._loss import dcdm_loss as dcdm_loss, scale_free_loss as scale_free_loss
 from ._network import (
     DCDMNet as DCDMNet,

@@ -1,0 +1,82 @@
+"""`sciml.dcdm.DCDM` as a lineax solver, against a dense solve, lineax's own CG
+and the exact inverse."""
+
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+import pytest
+
+from sciml.dcdm import DCDM
+
+
+def laplacian_2d(n: int) -> np.ndarray:
+    """Dense Dirichlet 5-point Laplacian on an n×n grid (SPD)."""
+    t = 2 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1)
+    return np.kron(t, np.eye(n)) + np.kron(np.eye(n), t)
+
+
+N = 6
+A = laplacian_2d(N) + np.diag(np.random.default_rng(0).uniform(0, 1, N * N))
+B = np.random.default_rng(1).standard_normal((N, N))
+
+
+def grid_operator(matrix=A, tags=lx.positive_semidefinite_tag):
+    def mv(x):
+        return (jnp.asarray(matrix) @ x.ravel()).reshape(x.shape)
+
+    return lx.FunctionLinearOperator(mv, jax.ShapeDtypeStruct((N, N), jnp.float64), tags)
+
+
+def test_identity_directions_solve_like_a_dense_solve_and_lineax_cg():
+    op, b = grid_operator(), jnp.asarray(B)
+    sol = lx.linear_solve(op, b, DCDM(lambda r: r, rtol=1e-12, max_steps=200, n_orthogonal=1))
+    exact = np.linalg.solve(A, B.ravel()).reshape(N, N)
+    # conjugate directions with the identity = CG: converged to 1e-12 relative
+    # residual, the error is ~1e-13 (cond(A) ~ 20); 1e-10 leaves headroom.
+    np.testing.assert_allclose(sol.value, exact, rtol=0, atol=1e-10)
+    assert sol.result == lx.RESULTS.successful
+    cg = lx.linear_solve(op, b, lx.CG(rtol=1e-12, atol=1e-12, max_steps=200))
+    np.testing.assert_allclose(sol.value, cg.value, rtol=0, atol=1e-10)
+    # CG in exact arithmetic ends in at most n steps; here fewer (distinct eigenvalues)
+    assert 1 <= int(sol.stats["num_steps"]) <= N * N
+
+
+def test_exact_inverse_takes_one_step_and_y0_is_used():
+    op, b = grid_operator(), jnp.asarray(B)
+    A_inv = jnp.asarray(np.linalg.inv(A))
+    solver = DCDM(lambda r: 3.0 * (A_inv @ r.ravel()).reshape(r.shape), rtol=1e-12, max_steps=5)
+    sol = lx.linear_solve(op, b, solver)
+    assert int(sol.stats["num_steps"]) == 1
+    exact = np.linalg.solve(A, B.ravel()).reshape(N, N)
+    np.testing.assert_allclose(sol.value, exact, rtol=0, atol=1e-12)
+    # from the exact solution (as y0) the residual is ~1e-15, below `atol`: no
+    # step (`rtol` is relative to the initial residual, so it alone would not stop)
+    at_exact = DCDM(lambda r: r, rtol=1e-12, atol=1e-9, max_steps=5)
+    started = lx.linear_solve(op, b, at_exact, options={"y0": jnp.asarray(exact)}, throw=False)
+    assert int(started.stats["num_steps"]) == 0
+
+
+def test_not_converged_is_reported_or_raised():
+    op, b = grid_operator(), jnp.asarray(B)
+    solver = DCDM(lambda r: r, rtol=1e-12, max_steps=2)
+    sol = lx.linear_solve(op, b, solver, throw=False)
+    assert sol.result == lx.RESULTS.max_steps_reached
+    assert int(sol.stats["num_steps"]) == 2
+    with pytest.raises(Exception, match="maximum number of solver steps"):
+        lx.linear_solve(op, b, solver)
+
+
+def test_gradient_through_the_solve_is_the_adjoint_solve():
+    # d/db Σ x(b) = A⁻ᵀ 1 = A⁻¹ 1 for symmetric A.
+    op = grid_operator()
+    solver = DCDM(lambda r: r, rtol=1e-13, max_steps=200, n_orthogonal=1)
+    grad = jax.grad(lambda b: lx.linear_solve(op, b, solver).value.sum())(jnp.asarray(B))
+    expected = np.linalg.solve(A, np.ones(N * N)).reshape(N, N)
+    np.testing.assert_allclose(grad, expected, rtol=0, atol=1e-10)
+
+
+def test_operator_that_is_not_tagged_symmetric_is_rejected():
+    op = grid_operator(tags=())
+    with pytest.raises(ValueError, match="symmetric positive"):
+        lx.linear_solve(op, jnp.asarray(B), DCDM(lambda r: r))
