@@ -6,7 +6,9 @@ Trains a DCDM network on one scene (through the experiment task
 resumed, so a second run only evaluates), then solves one smooth consistent
 right-hand side on held-out scenes at several resolutions to
 `‖b − A x‖ ≤ 1e-6 ‖b‖` with every method through the same `sciml.dcdm.solve`
-(float64 outer loop, `x₀ = 0`). One JSON line per scene and method:
+(float64 outer loop, `x₀ = 0`). First one JSON line per method with its
+one-step scale-free loss on the training scene (validation and white-noise
+right-hand sides; see `experiments.tasks.dcdm.one_step_losses`), then one per scene and method:
 iterations, solve seconds (compiled ahead of time, compilation excluded) and
 preconditioner setup seconds (host side: IC factorisation, AMG hierarchy).
 Runs unchanged on a GPU (the IC and AMG preconditioners then go through host
@@ -14,6 +16,7 @@ callbacks, which the timings include).
 
 usage: python -m benchmarks.dcdm [--quick] [--dim 2] [--train-resolution 64]
        [--steps 2000] [--resolutions 64 128 256] [--seeds 101] [--max-steps 2000]
+       [--factor 9] [--n-orthogonal 2]
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from benchmarks._common import emit, environment
 from experiments.configs import dcdm_poisson2d, dcdm_poisson3d
-from experiments.tasks.dcdm import build, evaluate_scenes
+from experiments.tasks.dcdm import build, evaluate_scenes, one_step_losses
 from sciml.experiment import train_experiment
 
 
@@ -38,6 +41,8 @@ def main(argv=None):
     parser.add_argument("--resolutions", type=int, nargs="+", default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[101])
     parser.add_argument("--max-steps", type=int, default=2000)
+    parser.add_argument("--factor", type=float, default=None, help="low-end weight of the rhs")
+    parser.add_argument("--n-orthogonal", type=int, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     args = parser.parse_args(argv)
@@ -57,6 +62,10 @@ def main(argv=None):
         )
         config.eval.scene_seeds = tuple(args.seeds)
         config.eval.max_steps = args.max_steps
+    if args.factor is not None:
+        config.data.factor = args.factor
+    if args.n_orthogonal is not None:
+        config.eval.n_orthogonal = args.n_orthogonal
     workdir = (
         args.workdir or Path("runs") / f"bench_dcdm_{args.dim}d{'_quick' if args.quick else ''}"
     )
@@ -75,6 +84,8 @@ def main(argv=None):
             **env,
         }
     )
+    for method, losses in one_step_losses(trained.model, config, workdir).items():
+        emit({"benchmark": "dcdm_one_step_loss", "method": method, **losses, **env})
     resolutions = tuple(config.eval.resolutions)
     for resolution in resolutions:  # one resolution at a time, printed as it finishes
         config.eval.resolutions = (resolution,)

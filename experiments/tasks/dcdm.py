@@ -114,6 +114,43 @@ def build(config, workdir: Path) -> Experiment:
     return Experiment(model=model, loss_fn=loss_fn, batch_fn=batch_fn, evaluate=evaluate)
 
 
+def one_step_losses(model: DCDMNet, config, workdir: Path, n_samples: int = 32) -> dict:
+    """The scale-free loss `‖b − α* A q(b)‖²` (one DCDM step from zero) of the
+    network and of every baseline preconditioner as the direction, on the
+    training scene: mean over the first `n_samples` validation right-hand
+    sides and over as many unit-norm white-noise right-hand sides (on the
+    fluid cells). A direction generator with a low loss here can still
+    converge slowly inside the iteration: this separates the two."""
+    labels = scene(config, config.data.resolution, config.data.scene_seed)
+    matrix = assemble(labels)
+    ritz = ritz_dataset(
+        workdir / "ritz.h5",
+        lambda x: (matrix @ np.asarray(x).ravel()).reshape(labels.shape),
+        labels,
+        n_rhs=int(config.data.n_rhs),
+        n_ritz=int(config.data.n_ritz),
+        factor=float(config.data.factor),
+        low_fraction=None if config.data.low_fraction is None else float(config.data.low_fraction),
+        seed=int(config.data.rhs_seed),
+    )
+    valid = jnp.asarray(ritz["rhs"][-int(config.data.n_valid) :][:n_samples], jnp.float32)
+    fluid = labels == FLUID
+    noise = np.random.default_rng(0).standard_normal((valid.shape[0], *labels.shape)) * fluid
+    noise /= np.linalg.norm(noise.reshape(noise.shape[0], -1), axis=1).reshape(
+        -1, *[1] * labels.ndim
+    )
+    op = PoissonOperator(labels)
+    directions = {"dcdm": net_direction(model, labels)}
+    directions.update({name: b.build(matrix, labels.shape) for name, b in BASELINES.items()})
+    return {
+        name: {
+            "ritz_valid": float(dcdm_loss(f, op, valid)),
+            "white_noise": float(dcdm_loss(f, op, jnp.asarray(noise, jnp.float32))),
+        }
+        for name, f in directions.items()
+    }
+
+
 def result_name(result) -> str:
     """The name of a `RESULTS` item (`"successful"`, `"breakdown"`, ...)."""
     for name in ("successful", "max_steps_reached", "breakdown", "nonfinite", "nonfinite_input"):
