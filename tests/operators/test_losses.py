@@ -15,13 +15,15 @@ def target():
 
 def test_relative_l2_closed_forms(target):
     np.testing.assert_allclose(
-        relative_lp_loss(2 * target, target, eps=0.0, reduction="none"), np.ones((3, 2)), atol=1e-15
+        relative_lp_loss(2 * target, target, d=2, eps=0.0, reduction="none"),
+        np.ones((3, 2)),
+        atol=1e-15,
     )
     np.testing.assert_allclose(
-        relative_lp_loss(1.5 * target, target, eps=0.0, reduction="mean"), 0.5
+        relative_lp_loss(1.5 * target, target, d=2, eps=0.0, reduction="mean"), 0.5
     )
     # sum over the 3 samples and 2 channels (neuraloperator's default reduction)
-    np.testing.assert_allclose(relative_lp_loss(1.5 * target, target, eps=0.0), 3.0)
+    np.testing.assert_allclose(relative_lp_loss(1.5 * target, target, d=2, eps=0.0), 3.0)
 
 
 def test_relative_lp_matches_loop_reference(target):
@@ -33,7 +35,7 @@ def test_relative_lp_matches_loop_reference(target):
             for c in range(2):
                 diff = np.sum(np.abs(p_np[b, c] - t_np[b, c]) ** p) ** (1 / p)
                 expected[b, c] = diff / np.sum(np.abs(t_np[b, c]) ** p) ** (1 / p)
-        got = relative_lp_loss(pred, target, p=p, eps=0.0, reduction="none")
+        got = relative_lp_loss(pred, target, d=2, p=p, eps=0.0, reduction="none")
         np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
@@ -49,7 +51,7 @@ def test_h1_periodic_closed_form(n):
     expected = eps_pert * np.sqrt(
         (1 + (np.sin(4 * np.pi * h) / h) ** 2) / (1 + (np.sin(2 * np.pi * h) / h) ** 2)
     )
-    got = h1_loss(pred[None, None], y[None, None], eps=0.0)
+    got = h1_loss(pred[None, None], y[None, None], d=1, eps=0.0)
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
@@ -62,7 +64,7 @@ def test_h1_converges_to_the_continuum_value():
         y = jnp.sin(2 * jnp.pi * x)
         errors.append(
             abs(
-                float(h1_loss((y + 0.1 * jnp.sin(4 * jnp.pi * x))[None, None], y[None, None]))
+                float(h1_loss((y + 0.1 * jnp.sin(4 * jnp.pi * x))[None, None], y[None, None], d=1))
                 - exact
             )
         )
@@ -108,6 +110,7 @@ def test_h1_2d_matches_loop_reference(periodic):
     got = h1_loss(
         jnp.asarray(pred),
         jnp.asarray(y),
+        d=2,
         periodic=periodic,
         domain_length=lengths,
         reduction="none",
@@ -124,10 +127,10 @@ def test_finite_difference_one_sided_boundary():
 def test_losses_are_differentiable_and_float32(target):
     pred = (target + 0.1).astype(jnp.float32)
     y = target.astype(jnp.float32)
-    assert relative_lp_loss(pred, y).dtype == jnp.float32
-    assert h1_loss(pred, y).dtype == jnp.float32
-    np.testing.assert_allclose(h1_loss(pred, y), h1_loss(target + 0.1, target), rtol=1e-5)
-    grad = jax.grad(lambda p: relative_lp_loss(p, target, eps=0.0))(2 * target)
+    assert relative_lp_loss(pred, y, d=2).dtype == jnp.float32
+    assert h1_loss(pred, y, d=2).dtype == jnp.float32
+    np.testing.assert_allclose(h1_loss(pred, y, d=2), h1_loss(target + 0.1, target, d=2), rtol=1e-5)
+    grad = jax.grad(lambda p: relative_lp_loss(p, target, d=2, eps=0.0))(2 * target)
     # d/dp ‖p - y‖/‖y‖ = (p - y) / (‖p - y‖ ‖y‖); at p = 2y that is y / ‖y‖² per (sample, channel)
     norms = jnp.sum(target**2, axis=(2, 3), keepdims=True)
     np.testing.assert_allclose(grad, target / norms, rtol=1e-12)
@@ -135,10 +138,10 @@ def test_losses_are_differentiable_and_float32(target):
 
 def test_bad_input_raises(target):
     with pytest.raises(ValueError, match="differ in shape"):
-        relative_lp_loss(target, target[:, :1])
+        relative_lp_loss(target, target[:, :1], d=2)
     with pytest.raises(ValueError, match="`reduction` must be one of"):
-        h1_loss(target, target, reduction="max")
+        h1_loss(target, target, d=2, reduction="max")
     with pytest.raises(ValueError, match="need d >= 1 grid axes"):
-        relative_lp_loss(target[0, 0, 0], target[0, 0, 0])
+        relative_lp_loss(target[0, 0, 0], target[0, 0, 0], d=0)
     with pytest.raises(ValueError, match="`domain_length` needs"):
-        h1_loss(target, target, domain_length=(1.0, 1.0, 1.0))
+        h1_loss(target, target, d=2, domain_length=(1.0, 1.0, 1.0))
