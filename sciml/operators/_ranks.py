@@ -36,9 +36,9 @@ def _check_shape(shape: Sequence[int]) -> tuple[int, ...]:
 def _check_float_rank(rank: float) -> float:
     if not (0 < rank <= 1 and math.isfinite(rank)):
         raise ValueError(
-            f"`rank` as a float is a fraction of the dense parameter count and must be in "
-            f"(0, 1], got {rank!r}; for explicit ranks pass an int (e.g. `rank={max(int(rank), 1)}`"
-            ") or one int per mode."
+            f"`rank` as a float is a fraction of the dense parameter count and must be > 0 "
+            f"and <= 1, i.e. in (0, 1], got {rank!r}; for explicit ranks pass an int (e.g. `rank=2`) or one int "
+            "per mode."
         )
     return float(rank)
 
