@@ -7,7 +7,9 @@
    finite flag reduced over the batch inside the compiled step and read with
    the loss) against `check_batch=False`, and against the alternative of an
    eager `sciml._checks.check_finite` on every batch before the step (which
-   waits for the batch each step). Same runs as 1, interleaved, best of five.
+   waits for the batch each step). Same runs as 1, interleaved, best of five;
+   plus XLA's cost analysis (flops, bytes accessed) of the compiled step with
+   and without the flag, which does not depend on the machine's load.
 3. One training step of an Equinox MLP wrapped by `sciml.interop.flax.to_nnx`
    under `nnx.jit` with `nnx.Optimizer`, against the same step with
    `eqx.filter_jit` and optax.
@@ -129,7 +131,18 @@ def bench_batch_check(width: int, batch: int, steps: int) -> dict:
     for _ in range(5):  # interleaved, so load on a shared machine hits all alike
         for name, fn in variants.items():
             best[name] = min(best[name], fn(steps))
+    # Load-independent: XLA's cost analysis of the compiled step, with and without
+    # the flag (the timings above are noisy on a shared machine).
+    costs = {}
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    for check in (False, True):
+        step = make_train_step(loss_fn, optimizer, check_batch=check)
+        lowered = step.lower(model, opt_state, data, jax.random.key(0))
+        cost = lowered.compile().compiled.cost_analysis()
+        costs[check] = cost[0] if isinstance(cost, list) else cost
     return {
+        "flops_ratio_flag": costs[True]["flops"] / costs[False]["flops"],
+        "bytes_ratio_flag": costs[True]["bytes accessed"] / costs[False]["bytes accessed"],
         "step_no_check_s": best["off"],
         "step_flag_check_s": best["flag"],
         "step_eager_check_s": best["eager"],
