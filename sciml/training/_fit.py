@@ -126,9 +126,9 @@ class _Pending:
                 self.items = []
                 raise NonFiniteBatchError(
                     f"`batch_fn` returned a batch with NaN or infinite entries at step {step} "
-                    f"(`batch_fn({step - 1}, key)`); training stopped before they could spread (clean or mask the data, or pass "
-                    "`check_batch=False` if non-finite entries are intended). The last "
-                    "checkpoint written before this step is intact."
+                    f"(`batch_fn({step - 1}, key)`); training stopped. Clean or mask the "
+                    "data, or pass `check_batch=False` if non-finite entries are intended. "
+                    "The last checkpoint written before this step is intact."
                 )
             if not bool(aux["finite"]):
                 self.items = []
@@ -242,7 +242,8 @@ def fit(
 
     A non-finite loss or gradient raises `NonFiniteLossError` naming the step;
     no checkpoint is written after it. With `check_batch` (the default), a batch
-    holding NaN or Inf raises a `ValueError` naming `batch_fn` and the step: the
+    holding NaN or Inf raises `NonFiniteBatchError` (a `ValueError` and a
+    `NonFiniteLossError`) naming `batch_fn` and the step: the
     compiled step reduces the batch to one finite flag, read with the loss at
     the next log or checkpoint boundary, so the check adds no synchronisation
     (its cost is in `docs/benchmarks.md`).
