@@ -16,12 +16,13 @@ SUMMARY_KEYS = ("test_rel_l2", "test_rel_h1", "test_rel_l2_2x", "n_params", "tra
 
 
 # Upper bounds on the tiny runs' test errors (rel. L2, and at twice the resolution).
-# Measured on CPU (float32, fixed seeds): darcy_fno 0.202 / 0.188, darcy_tfno
-# 0.230 / 0.196, ns_tfno 0.107 / 0.107, ns_mgtfno 0.289 / 0.289; each bound is
-# about 1.25x the measured value, while predicting zero gives 1.0.
+# Measured on CPU with fixed seeds, float64 (as this suite runs) / float32:
+# darcy_fno 0.239, 0.262 / 0.202, 0.188; darcy_tfno 0.243, 0.247 / 0.230, 0.196;
+# ns_tfno 0.103, 0.104 / 0.107, 0.107; ns_mgtfno 0.117, 0.120 / 0.289, 0.289.
+# Each bound is about 1.25x the larger of the two, while predicting zero gives 1.0.
 ERROR_BOUNDS = {
-    "darcy_fno": (0.26, 0.24),
-    "darcy_tfno": (0.29, 0.25),
+    "darcy_fno": (0.30, 0.33),
+    "darcy_tfno": (0.31, 0.31),
     "ns_tfno": (0.14, 0.14),
     "ns_mgtfno": (0.36, 0.36),
 }
