@@ -49,7 +49,7 @@ def _train_step(optimizer):
 
         def loss(params):
             model = eqx.combine(params, static)
-            return relative_lp_loss(jax.vmap(model)(x), y, reduction="mean")
+            return relative_lp_loss(jax.vmap(model)(x), y, d=y.ndim - 2, reduction="mean")
 
         value, grads = jax.value_and_grad(loss)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
@@ -88,7 +88,7 @@ def bench_memory(name, model, batch, grid, per_tile=False):
         def loss(params):
             model = eqx.combine(params, static)
             apply = model.model if per_tile else model
-            return relative_lp_loss(jax.vmap(apply)(x), y, reduction="mean")
+            return relative_lp_loss(jax.vmap(apply)(x), y, d=y.ndim - 2, reduction="mean")
 
         grads = jax.grad(loss)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)

@@ -108,7 +108,7 @@ h = 1 / (s - 1)
 
 def loss_fn(model, x, y):
     pred = jax.vmap(model)(x)
-    return h1_loss(pred, y, periodic=False, domain_length=s * h, reduction="mean")
+    return h1_loss(pred, y, d=2, periodic=False, domain_length=s * h, reduction="mean")
 
 
 def train_model(model, steps=400, batch_size=16, seed=0):
@@ -152,8 +152,8 @@ plt.tight_layout()
 # %%
 def errors(model, x, y, s):
     pred = jax.lax.map(model, x, batch_size=10)
-    l2 = relative_lp_loss(pred, y, reduction="mean")
-    h1 = h1_loss(pred, y, periodic=False, domain_length=s / (s - 1), reduction="mean")
+    l2 = relative_lp_loss(pred, y, d=2, reduction="mean")
+    h1 = h1_loss(pred, y, d=2, periodic=False, domain_length=s / (s - 1), reduction="mean")
     return float(l2), float(h1)
 
 

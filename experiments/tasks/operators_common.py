@@ -100,8 +100,9 @@ def _predict(model, x, batch_size):
 
 def relative_errors(pred, true, *, periodic: bool, domain_length) -> dict[str, float]:
     """Mean relative L2 and H1 errors over samples (and channels)."""
-    l2 = relative_lp_loss(pred, true, reduction="mean")
-    h1 = h1_loss(pred, true, periodic=periodic, domain_length=domain_length, reduction="mean")
+    d = true.ndim - 2  # (samples, channels, *grid), this module's layout
+    l2 = relative_lp_loss(pred, true, d=d, reduction="mean")
+    h1 = h1_loss(pred, true, d=d, periodic=periodic, domain_length=domain_length, reduction="mean")
     return {"rel_l2": float(l2), "rel_h1": float(h1)}
 
 
@@ -123,9 +124,10 @@ def make_loss_fn(loss: str, *, periodic: bool, domain_length):
             tile_periodic = periodic and model.stitching
         else:
             pred, target, tile_periodic = jax.vmap(model)(x), y, periodic
-        l2 = relative_lp_loss(pred, target, reduction="mean")
+        d = target.ndim - 2  # (samples, channels, *grid), this module's layout
+        l2 = relative_lp_loss(pred, target, d=d, reduction="mean")
         h1 = h1_loss(
-            pred, target, periodic=tile_periodic, domain_length=domain_length, reduction="mean"
+            pred, target, d=d, periodic=tile_periodic, domain_length=domain_length, reduction="mean"
         )
         return (h1 if loss == "h1" else l2), {"rel_l2": l2, "rel_h1": h1}
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_choice, check_positive_int, default_float_dtype
+from .._checks import check_choice, check_finite, check_positive_int, default_float_dtype
 from .._custom_types import Real
 from ._layers import (
     NORMS,
@@ -174,7 +174,8 @@ class FNO(eqx.Module):
     - `use_channel_mlp`, `channel_mlp_expansion` (0.5), `channel_mlp_skip`
       (`"soft-gating"`), `fno_skip` (`"linear"`): skips in
       `"linear"`, `"soft-gating"`, `"identity"`, `"none"`.
-    - `domain_padding`: fraction (or one per axis) of zero padding on both sides.
+    - `domain_padding`: fraction in [0, 1] (or one per axis) of zero padding on
+      both sides, `round(f·N)` points each side (neuraloperator uses 0.125–0.25).
     - `preactivation`, `stabilizer` (None or `"tanh"`).
     - `factorization` (None/"dense", "cp", "tucker", "tt"), `rank`,
       `implementation` ("factorized"/"reconstructed"), `separable`: spectral weights.
@@ -348,8 +349,12 @@ class FNO(eqx.Module):
         self, x: Float[Array, " in_channels *grid"]
     ) -> Float[Array, " out_channels *grid"]:
         """**Arguments:** one sample `(in_channels, N_1, ..., N_d)` (any grid size
-        that holds the kept modes). **Returns:** `(out_channels, N_1, ..., N_d)`."""
+        that holds the kept modes). **Returns:** `(out_channels, N_1, ..., N_d)`.
+
+        A concrete (eager) `x` holding NaN or Inf raises a `ValueError`; under
+        `jit`/`vmap` nothing is checked (the package's non-finite policy)."""
         check_input(x, self.in_channels, len(self.n_modes), type(self).__name__)
+        check_finite("x", x)
         if self.positional_embedding == "grid":
             x = grid_embedding(x)
         x = self.lifting(x)

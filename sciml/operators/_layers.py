@@ -4,6 +4,7 @@ All act on one sample `(channels, *grid)`.
 """
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
@@ -183,14 +184,19 @@ def grid_embedding(x: Float[Array, " channels *grid"]) -> Float[Array, " channel
 
 
 def padding_widths(domain_padding: Real | Sequence[Real] | None, grid: Sequence[int]) -> tuple:
-    """Zero-padding `round(f_i · N_i)` per axis for `domain_padding` f."""
+    """Zero-padding `round(f_i · N_i)` per axis for `domain_padding` f, each
+    fraction in [0, 1] (a `ValueError` names `domain_padding` otherwise)."""
     if domain_padding is None:
         return (0,) * len(grid)
-    fractions = (
-        (float(domain_padding),) * len(grid)
-        if isinstance(domain_padding, int | float)
-        else tuple(float(f) for f in domain_padding)
-    )
+    scalar = isinstance(domain_padding, numbers.Real)
+    items = (domain_padding,) if scalar else tuple(domain_padding)
+    for f in items:
+        if isinstance(f, bool) or not isinstance(f, numbers.Real) or not 0 <= f <= 1:
+            raise ValueError(
+                "`domain_padding` must be a fraction in [0, 1] of each grid axis (or one per "
+                f"axis; neuraloperator uses 0.125 to 0.25), got {domain_padding!r}."
+            )
+    fractions = (float(domain_padding),) * len(grid) if scalar else tuple(map(float, items))
     if len(fractions) != len(grid):
         raise ValueError(
             f"`domain_padding` needs one fraction or {len(grid)} (one per axis), got {domain_padding!r}."

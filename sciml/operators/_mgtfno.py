@@ -6,7 +6,7 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_choice, check_positive_int
+from .._checks import check_choice, check_finite, check_positive_int
 from .._custom_types import Real
 from ._fno import EMBEDDINGS, FNO
 from ._layers import grid_embedding
@@ -118,6 +118,7 @@ class MGTFNO(eqx.Module):
         """The model inputs: `multigrid_patches(x, levels, padding_fraction)` of
         the field with its global coordinate channels (if any)."""
         check_input(x, self.in_channels, len(self.model.n_modes), "MGTFNO")
+        check_finite("x", x)  # concrete (eager) input only; see `sciml._checks`
         if self.positional_embedding == "grid":
             x = grid_embedding(x)
         tiles = multigrid_patches(x, self.levels, self.padding_fraction)
@@ -149,6 +150,7 @@ class MGTFNO(eqx.Module):
     ) -> tuple[Array, Array]:
         """`(prediction, target)` for the loss: stitched fields `(1, C, *grid)` if
         `stitching`, else the tiles `(2^{Ld}, C, *core)` as independent samples."""
+        check_finite("y", y)
         if self.stitching:
             return self(x)[None], y[None]
         return self.tiles(x), split_tiles(y, self.levels)

@@ -1,7 +1,16 @@
 """Rank rules for CP, Tucker and tensor-train weights (tensorly's conventions).
 
-A float `rank` is a fraction of the dense parameter count; an int (or a
-sequence of ints) gives the ranks explicitly. The float rules reproduce
+**The `rank` contract.** The type of `rank` says what it means:
+
+- a float ρ in (0, 1] is a fraction of the dense parameter count (`rank=1.0`
+  is 100%, `rank=0.1` is 10%); a float > 1 (an over-complete weight), ≤ 0 or
+  not finite raises a `ValueError`;
+- an int r >= 1 is the rank itself (`rank=1` is rank one, not 100%);
+- a sequence of ints (a tuple or list, never a string) gives the ranks mode
+  by mode.
+
+Anything else (a string, a bool, a float inside a sequence) raises a
+`ValueError` naming `rank`. The float rules reproduce
 `tensorly.decomposition` `validate_cp_rank`, `validate_tucker_rank` and
 `validate_tt_rank` (rounding "round", i.e. round-half-to-even like numpy), so
 parameter counts match `tensorly-torch` / `neuraloperator` models.
@@ -25,11 +34,27 @@ def _check_shape(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def _check_float_rank(rank: float) -> float:
-    if not (rank > 0 and math.isfinite(rank)):
+    if not (0 < rank <= 1 and math.isfinite(rank)):
         raise ValueError(
-            f"`rank` as a float is a fraction of the dense size and must be > 0, got {rank}."
+            f"`rank` as a float is a fraction of the dense parameter count and must be > 0 "
+            f"and <= 1, i.e. in (0, 1], got {rank!r}; for explicit ranks pass an int (e.g. `rank=2`) or one int "
+            "per mode."
         )
     return float(rank)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _check_rank_type(rank, who: str, accepted: str) -> None:
+    """Refuses what the contract does not define: strings, bools, floats in lists."""
+    if isinstance(rank, float | np.floating) or _is_int(rank):
+        return
+    if isinstance(rank, Sequence | np.ndarray) and not isinstance(rank, str | bytes):
+        if all(_is_int(r) for r in rank):
+            return
+    raise ValueError(f"{who} `rank` must be {accepted}, got {rank!r}.")
 
 
 def cp_rank(shape: Sequence[int], rank: float | int) -> int:
@@ -39,8 +64,10 @@ def cp_rank(shape: Sequence[int], rank: float | int) -> int:
     `R` rounds to 0).
     """
     shape = _check_shape(shape)
-    if isinstance(rank, bool) or not isinstance(rank, int | float | np.integer | np.floating):
-        raise ValueError(f"CP `rank` must be a float fraction or a positive int, got {rank!r}.")
+    if not (isinstance(rank, float | np.floating) or _is_int(rank)):
+        raise ValueError(
+            f"CP `rank` must be a float fraction in (0, 1] or a positive int, got {rank!r}."
+        )
     if isinstance(rank, float | np.floating):
         fraction = _check_float_rank(rank)
         rank = int(np.round(np.prod(shape) * fraction / np.sum(shape)))
@@ -61,9 +88,13 @@ def tucker_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> tupl
 
     A float ρ solves `c^N ∏shape + c Σ shape_k² = ρ ∏shape` for `c` (Brent's
     method, as tensorly) and takes `r_k = max(round(c·shape_k), 1)`; an int is
-    used for every mode; a sequence gives the ranks mode by mode.
+    used for every mode; a sequence gives the ranks mode by mode (see the
+    module docstring for the contract).
     """
     shape = _check_shape(shape)
+    _check_rank_type(
+        rank, "Tucker", f"a float fraction in (0, 1], an int or {len(shape)} ints (one per mode)"
+    )
     if isinstance(rank, float | np.floating):
         fraction = _check_float_rank(rank)
         n_param = float(np.prod(shape))
@@ -77,7 +108,7 @@ def tucker_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> tupl
         return tuple(max(int(np.round(s * c)), 1) for s in shape)
     if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
         ranks = (int(rank),) * len(shape)
-    elif isinstance(rank, Sequence) and len(rank) == len(shape):
+    elif len(rank) == len(shape):
         ranks = tuple(int(r) for r in rank)
     else:
         raise ValueError(
@@ -100,6 +131,12 @@ def tt_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> tuple[in
     """
     shape = _check_shape(shape)
     order = len(shape)
+    _check_rank_type(
+        rank,
+        "TT",
+        f"a float fraction in (0, 1], an int, {order + 1} ints (boundary 1s) or {order - 1} "
+        "inner ranks",
+    )
     if isinstance(rank, float | np.floating):
         fraction = _check_float_rank(rank)
         avg = [(shape[i] + shape[i + 1]) / 2 for i in range(order - 1)]
@@ -113,11 +150,11 @@ def tt_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> tuple[in
         return (1, *(max(int(np.round(d * root)), 1) for d in avg), 1)
     if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
         ranks = (1,) + (int(rank),) * (order - 1) + (1,)
-    elif isinstance(rank, Sequence) and len(rank) == order + 1:
+    elif len(rank) == order + 1:
         ranks = tuple(int(r) for r in rank)
         if ranks[0] != 1 or ranks[-1] != 1:
             raise ValueError(f"TT boundary ranks must be 1, got {ranks}.")
-    elif isinstance(rank, Sequence) and len(rank) == order - 1:
+    elif len(rank) == order - 1:
         ranks = (1, *(int(r) for r in rank), 1)
     else:
         raise ValueError(

@@ -8,6 +8,7 @@ from ._checkpoint import (
 )
 from ._fit import (
     FitResult as FitResult,
+    NonFiniteBatchError as NonFiniteBatchError,
     NonFiniteLossError as NonFiniteLossError,
     fit as fit,
     sigterm_as_interrupt as sigterm_as_interrupt,

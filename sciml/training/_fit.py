@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import numbers
 import signal
 import sys
 import threading
@@ -13,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from .._checks import check_positive_int
 from ._checkpoint import Checkpointer
 from ._metrics import MetricsWriter
 from ._step import LossFn, init_opt_state, make_train_step
@@ -24,6 +27,11 @@ from ._step import LossFn, init_opt_state, make_train_step
 
 class NonFiniteLossError(FloatingPointError):
     """Training produced a NaN or Inf loss or gradient."""
+
+
+class NonFiniteBatchError(NonFiniteLossError, ValueError):
+    """`batch_fn` returned a batch holding NaN or Inf (a `ValueError` about the
+    data, and a `NonFiniteLossError` for code that guards training as a whole)."""
 
 
 @dataclasses.dataclass
@@ -114,6 +122,14 @@ class _Pending:
         """Checks every pending step; returns the metrics of the last one."""
         last = None
         for step, loss, aux in self.items:
+            if "batch_finite" in aux and not bool(aux["batch_finite"]):
+                self.items = []
+                raise NonFiniteBatchError(
+                    f"`batch_fn` returned a batch with NaN or infinite entries at step {step} "
+                    f"(`batch_fn({step - 1}, key)`); training stopped. Clean or mask the "
+                    "data, or pass `check_batch=False` if non-finite entries are intended. "
+                    "The last checkpoint written before this step is intact."
+                )
             if not bool(aux["finite"]):
                 self.items = []
                 raise NonFiniteLossError(
@@ -122,9 +138,67 @@ class _Pending:
                     "The last checkpoint written before this step is intact."
                 )
             last = {"step": step, "loss": _as_float(loss)}
-            last.update({k: _as_float(v) for k, v in aux.items() if k != "finite"})
+            last.update(
+                {k: _as_float(v) for k, v in aux.items() if k not in ("finite", "batch_finite")}
+            )
         self.items = []
         return last
+
+
+def _check_count(name: str, value: Any) -> int:
+    """An int >= 0 (not a bool, not a float such as `2.5`)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"`{name}` must be an integer >= 0, got {value!r}.")
+    return int(value)
+
+
+def _is_prng_key(key: Any) -> bool:
+    if not isinstance(key, jax.Array | np.ndarray):
+        return False
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key.shape == ()
+    return key.dtype == np.uint32 and key.shape == (2,)  # a raw `jax.random.PRNGKey`
+
+
+def _check_fit_arguments(model, loss_fn, batch_fn, optimizer, steps, key, eval_fn) -> None:
+    for name, fn in (("loss_fn", loss_fn), ("batch_fn", batch_fn)):
+        if not callable(fn):
+            raise TypeError(f"`{name}` must be a function, got {type(fn).__name__}.")
+    if eval_fn is not None and not callable(eval_fn):
+        raise TypeError(
+            f"`eval_fn` must be a function `model -> dict` or None, got {type(eval_fn).__name__}."
+        )
+    if not isinstance(optimizer, optax.GradientTransformation):
+        fix = (
+            " Build one from a config with `sciml.training.make_optimizer(config)`."
+            if hasattr(optimizer, "keys")
+            else ""
+        )
+        raise TypeError(
+            f"`optimizer` must be an `optax.GradientTransformation`, got "
+            f"{type(optimizer).__name__}.{fix}"
+        )
+    _check_count("steps", steps)
+    if not _is_prng_key(key):
+        raise TypeError(f"`key` must be a JAX PRNG key such as `jax.random.key(0)`, got {key!r}.")
+
+
+def _eval_results(results: Any) -> dict[str, float]:
+    """`eval_fn`'s output as floats; a clear error when it is not a dict of scalars."""
+    if not hasattr(results, "items"):
+        raise TypeError(
+            f"`eval_fn` must return a dict of scalars such as `{{'rel_l2': 0.1}}`, got "
+            f"{type(results).__name__}."
+        )
+    out = {}
+    for name, value in results.items():
+        if np.ndim(value) != 0:
+            raise ValueError(
+                f"`eval_fn` must return scalars, but its entry {name!r} has shape "
+                f"{np.shape(value)}; reduce it (e.g. `jnp.mean`) or log one entry per value."
+            )
+        out[str(name)] = _as_float(value)
+    return out
 
 
 def fit(
@@ -145,6 +219,7 @@ def fit(
     fingerprint: dict | None = None,
     description: str = "train",
     run_config: dict | None = None,
+    check_batch: bool = True,
 ) -> FitResult:
     """Trains `model` for `steps` optimiser steps.
 
@@ -166,17 +241,27 @@ def fit(
     metadata, so the model can be rebuilt from the run directory.
 
     A non-finite loss or gradient raises `NonFiniteLossError` naming the step;
-    no checkpoint is written after it.
+    no checkpoint is written after it. With `check_batch` (the default), a batch
+    holding NaN or Inf raises `NonFiniteBatchError` (a `ValueError` and a
+    `NonFiniteLossError`) naming `batch_fn` and the step: the
+    compiled step reduces the batch to one finite flag, read with the loss at
+    the next log or checkpoint boundary, so the check adds no synchronisation
+    (its cost is in `docs/benchmarks.md`).
+
+    **Arguments:** `model`; `loss_fn(model, batch, key) -> (scalar loss, dict of
+    scalars)`; `batch_fn(step, key) -> batch`; `optimizer` an
+    `optax.GradientTransformation` (build one from a config with
+    [`make_optimizer`][sciml.training.make_optimizer]); `steps` an int >= 0;
+    `key` a PRNG key (`jax.random.key(0)`); `eval_fn(model) -> dict of scalars`;
+    the rest as described above.
 
     **Returns:** a [`FitResult`][sciml.training.FitResult].
     """
-    if steps < 0:
-        raise ValueError(f"steps must be >= 0, got {steps}.")
+    _check_fit_arguments(model, loss_fn, batch_fn, optimizer, steps, key, eval_fn)
     for name, value in (("checkpoint_every", checkpoint_every), ("eval_every", eval_every)):
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, got {value}.")
-    if log_every < 1:
-        raise ValueError(f"log_every must be >= 1, got {log_every}.")
+        _check_count(name, value)
+    check_positive_int("log_every", log_every)
+    check_positive_int("keep_checkpoints", keep_checkpoints)
 
     opt_state = init_opt_state(optimizer, model)
     start = 0
@@ -197,7 +282,7 @@ def fit(
             metrics.update(_resumed_metrics(writer, start))
             print(f"{description}: resuming from step {start} of {steps}", file=sys.stderr)
 
-    train_step = make_train_step(loss_fn, optimizer)
+    train_step = make_train_step(loss_fn, optimizer, check_batch=bool(check_batch))
     pending = _Pending()
     bar = tqdm(
         total=steps,
@@ -223,7 +308,7 @@ def fit(
         bar.set_postfix(loss=f"{record['loss']:.4g}", it_s=f"{record['steps_per_s']:.1f}")
 
     def evaluate(model: Any, step: int) -> None:
-        results = {k: _as_float(v) for k, v in eval_fn(model).items()}
+        results = _eval_results(eval_fn(model))
         metrics.update({f"eval_{k}": v for k, v in results.items()})
         if writer is not None and step > start:  # a finished run re-run logs nothing
             writer.write({"split": "eval", "step": step, **results})

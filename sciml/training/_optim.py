@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,6 +50,38 @@ def _as_dict(config: ConfigLike | None) -> dict[str, Any]:
     return dict(config)
 
 
+def _real(cfg: Mapping[str, Any], name: str, lo: float, hi: float, *, closed_hi: bool = True):
+    """`cfg[name]` as a float in `[lo, hi]` (or `[lo, hi)`), else a one-line error."""
+    value = cfg[name]
+    interval = f"[{lo:g}, {hi:g}{']' if closed_hi else ')'}"
+    interval = interval.replace("inf]", "inf)")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"`optimizer.{name}` must be a number in {interval}, got {value!r}.")
+    value = float(value)
+    inside = lo <= value and (value <= hi if closed_hi else value < hi)
+    if not (inside and math.isfinite(value)):
+        raise ValueError(f"`optimizer.{name}` must be a number in {interval}, got {value!r}.")
+    return value
+
+
+def _count(cfg: Mapping[str, Any], name: str, lo: int) -> int:
+    value = cfg[name]
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+        raise ValueError(f"`optimizer.{name}` must be an integer >= {lo}, got {value!r}.")
+    return int(value)
+
+
+def _positive_lr(cfg: Mapping[str, Any]) -> float:
+    value = cfg["learning_rate"]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"`optimizer.learning_rate` must be a positive number (e.g. 1e-3), got {value!r}."
+        )
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"`optimizer.learning_rate` must be positive, got {value!r}.")
+    return float(value)
+
+
 def make_schedule(config: ConfigLike) -> optax.Schedule:
     """Learning-rate schedule: linear warm-up from 0, then constant, cosine or step.
 
@@ -56,51 +90,61 @@ def make_schedule(config: ConfigLike) -> optax.Schedule:
     `decay_steps` (steps after warm-up over which the rate falls to
     `end_factor * learning_rate`), for `"step"` `boundaries` (steps after warm-up
     at which the rate is multiplied by `decay_factor`).
+
+    Every rate the schedule gives is >= 0: `learning_rate` must be positive,
+    `end_factor` in `[0, 1]` and `decay_factor` in `(0, 1]`; anything else
+    raises a `ValueError` naming the key.
     """
     cfg = {**DEFAULTS, **_as_dict(config)}
-    lr, kind, warmup = float(cfg["learning_rate"]), cfg["schedule"], int(cfg["warmup_steps"])
-    if lr <= 0:
-        raise ValueError(f"optimizer.learning_rate must be positive, got {lr}.")
-    if warmup < 0:
-        raise ValueError(f"optimizer.warmup_steps must be >= 0, got {warmup}.")
-    check_choice("optimizer.schedule", kind, SCHEDULES)
+    kind = check_choice("optimizer.schedule", cfg["schedule"], SCHEDULES)
+    lr, warmup = _positive_lr(cfg), _count(cfg, "warmup_steps", 0)
     if kind == "constant":
         main = optax.constant_schedule(lr)
     elif kind == "cosine":
-        if int(cfg["decay_steps"]) <= 0:
-            raise ValueError(f"optimizer.decay_steps must be positive, got {cfg['decay_steps']}.")
-        main = optax.cosine_decay_schedule(lr, int(cfg["decay_steps"]), alpha=cfg["end_factor"])
+        decay_steps = _count(cfg, "decay_steps", 1)
+        end_factor = _real(cfg, "end_factor", 0.0, 1.0)
+        main = optax.cosine_decay_schedule(lr, decay_steps, alpha=end_factor)
     else:  # "step"
-        boundaries = [int(b) for b in cfg["boundaries"]]
-        if sorted(boundaries) != boundaries or any(b <= 0 for b in boundaries):
+        decay_factor = _real(cfg, "decay_factor", 0.0, 1.0)
+        if decay_factor == 0.0:
+            raise ValueError("`optimizer.decay_factor` must be in (0, 1], got 0.0.")
+        boundaries = cfg["boundaries"]
+        if not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in boundaries):
             raise ValueError(
-                f"optimizer.boundaries must be increasing positive steps, got {boundaries}."
+                f"`optimizer.boundaries` must be increasing positive integer steps, got {boundaries!r}."
             )
-        main = optax.piecewise_constant_schedule(
-            lr, {b: float(cfg["decay_factor"]) for b in boundaries}
-        )
+        boundaries = [int(b) for b in boundaries]
+        if sorted(set(boundaries)) != boundaries or any(b <= 0 for b in boundaries):
+            raise ValueError(
+                f"`optimizer.boundaries` must be increasing positive steps, got {boundaries}."
+            )
+        main = optax.piecewise_constant_schedule(lr, {b: decay_factor for b in boundaries})
     if warmup == 0:
         return main
     return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), main], [warmup])
 
 
 def _base_optimizer(cfg: Mapping[str, Any]) -> optax.GradientTransformation:
-    name, wd = cfg["name"], float(cfg["weight_decay"])
-    check_choice("optimizer.name", name, OPTIMIZERS)
+    name = check_choice("optimizer.name", cfg["name"], OPTIMIZERS)
     schedule = make_schedule(cfg)
-    if wd < 0:
-        raise ValueError(f"optimizer.weight_decay must be >= 0, got {wd}.")
+    wd = _real(cfg, "weight_decay", 0.0, math.inf)
+    if name in ("adam", "adamw"):
+        b1 = _real(cfg, "b1", 0.0, 1.0, closed_hi=False)
+        b2 = _real(cfg, "b2", 0.0, 1.0, closed_hi=False)
+        eps = _real(cfg, "eps", 0.0, math.inf)
     if name == "adamw":
-        return optax.adamw(schedule, b1=cfg["b1"], b2=cfg["b2"], eps=cfg["eps"], weight_decay=wd)
+        return optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=wd)
     if name == "adam":
         if wd > 0:
             raise ValueError(
                 "optimizer.weight_decay > 0 needs name='adamw' (decoupled decay) or 'sgd'; "
                 f"got name='adam' with weight_decay={wd}."
             )
-        return optax.adam(schedule, b1=cfg["b1"], b2=cfg["b2"], eps=cfg["eps"])
-    momentum = float(cfg["momentum"]) or None  # "sgd"
-    sgd = optax.sgd(schedule, momentum=momentum, nesterov=bool(cfg["nesterov"]))
+        return optax.adam(schedule, b1=b1, b2=b2, eps=eps)
+    momentum = _real(cfg, "momentum", 0.0, 1.0, closed_hi=False) or None  # "sgd"
+    if not isinstance(cfg["nesterov"], bool):
+        raise ValueError(f"`optimizer.nesterov` must be True or False, got {cfg['nesterov']!r}.")
+    sgd = optax.sgd(schedule, momentum=momentum, nesterov=cfg["nesterov"])
     return optax.chain(optax.add_decayed_weights(wd), sgd) if wd > 0 else sgd
 
 
@@ -123,9 +167,21 @@ def make_optimizer(
       the parameters with that label; parameters whose label is not in `groups`
       use the top-level settings.
 
+    Each value is checked before anything is built: numbers must be numbers
+    (not strings), `b1`, `b2` and `momentum` in `[0, 1)`, `eps`,
+    `weight_decay` and `clip_norm` >= 0; a bad value raises a one-line
+    `ValueError` naming the key (`optimizer.<key>`) and the accepted range.
+
     **Returns:** an `optax.GradientTransformation`. Pass it the parameters (e.g.
     `eqx.filter(model, eqx.is_inexact_array)`) in `update` for weight decay.
     """
+    if config is not None and not (
+        isinstance(config, Mapping) or isinstance(config, ml_collections.ConfigDict)
+    ):
+        raise TypeError(
+            "`config` must be a dict or `ml_collections.ConfigDict` of optimizer settings "
+            f"(e.g. {{'learning_rate': 1e-3}}), got {type(config).__name__}."
+        )
     cfg = {**DEFAULTS, **_as_dict(config)}
     unknown = sorted(set(cfg) - set(DEFAULTS))
     if unknown:
@@ -152,7 +208,5 @@ def make_optimizer(
             )
 
         tx = optax.multi_transform(transforms, labels)
-    clip = float(cfg["clip_norm"])
-    if clip < 0:
-        raise ValueError(f"optimizer.clip_norm must be >= 0, got {clip}.")
+    clip = _real(cfg, "clip_norm", 0.0, math.inf)
     return optax.chain(optax.clip_by_global_norm(clip), tx) if clip > 0 else tx

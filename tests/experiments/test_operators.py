@@ -15,6 +15,19 @@ CONFIGS = Path(__file__).parents[2] / "experiments" / "configs"
 SUMMARY_KEYS = ("test_rel_l2", "test_rel_h1", "test_rel_l2_2x", "n_params", "train_seconds")
 
 
+# Upper bounds on the tiny runs' test errors (rel. L2, and at twice the resolution).
+# Measured on CPU with fixed seeds, float64 (as this suite runs) / float32:
+# darcy_fno 0.239, 0.262 / 0.202, 0.188; darcy_tfno 0.243, 0.247 / 0.230, 0.196;
+# ns_tfno 0.103, 0.104 / 0.107, 0.107; ns_mgtfno 0.117, 0.120 / 0.289, 0.289.
+# Each bound is about 1.25x the larger of the two, while predicting zero gives 1.0.
+ERROR_BOUNDS = {
+    "darcy_fno": (0.30, 0.33),
+    "darcy_tfno": (0.31, 0.31),
+    "ns_tfno": (0.14, 0.14),
+    "ns_mgtfno": (0.36, 0.36),
+}
+
+
 @pytest.mark.parametrize("name", ["darcy_fno", "darcy_tfno", "ns_tfno", "ns_mgtfno"])
 def test_tiny_config_trains_and_reports(name, tmp_path):
     config = run.load_config(f"{CONFIGS / name}.py:tiny")
@@ -23,7 +36,9 @@ def test_tiny_config_trains_and_reports(name, tmp_path):
     # 60 steps give 10-25% test errors (predicting zero gives 100%)
     train = [m for m in read_metrics(tmp_path / "metrics.jsonl") if m["split"] == "train"]
     assert train[-1]["loss"] < 0.7 * train[0]["loss"]
-    assert 0.0 < summary["test_rel_l2"] < 0.5 and 0.0 < summary["test_rel_l2_2x"] < 0.5
+    bound, bound_2x = ERROR_BOUNDS[name]
+    assert 0.0 < summary["test_rel_l2"] < bound, summary["test_rel_l2"]
+    assert 0.0 < summary["test_rel_l2_2x"] < bound_2x, summary["test_rel_l2_2x"]
     assert (tmp_path / "plots" / "predictions.png").is_file()
 
 

@@ -35,21 +35,37 @@ def test_rank_rules_match_tensorly_values():
     assert factorized_size("dense", SHAPE, 0.1) == 86016
 
 
-@pytest.mark.parametrize("fraction", [0.01, 0.05, 0.2, 0.5])
+@pytest.mark.parametrize("fraction", [0.01, 0.05, 0.2, 0.5, 1.0])
 def test_rank_rules_hit_the_parameter_budget(fraction):
     dense = np.prod(SHAPE)
     # CP: R·Σdims = ρ·∏dims up to rounding of R.
     r = cp_rank(SHAPE, fraction)
     assert abs(r * sum(SHAPE) - fraction * dense) <= 0.5 * sum(SHAPE)
-    # Tucker: the continuous solution c of c^N ∏dims + c Σdims² = ρ ∏dims is exact;
-    # the rounded ranks stay within rounding of it.
-    ranks = tucker_rank(SHAPE, fraction)
-    c = np.mean([rk / s for rk, s in zip(ranks, SHAPE)])
+    # Tucker, independently: c is the positive real root of the quartic
+    # c^4 ∏dims + c Σdims² − ρ∏dims = 0 (numpy's companion-matrix roots, not
+    # Brent's method) and r_k = max(round(c·n_k), 1).
+    squared = sum(n**2 for n in SHAPE)
+    roots = np.roots([dense, 0.0, 0.0, squared, -fraction * dense])
+    c = max(z.real for z in roots if abs(z.imag) < 1e-12 and z.real > 0)
+    expected = tuple(max(int(np.round(c * n)), 1) for n in SHAPE)
+    assert tucker_rank(SHAPE, fraction) == expected
     size = factorized_size("tucker", SHAPE, fraction)
-    assert 0.4 * fraction * dense < size < 2.5 * fraction * dense, (ranks, c)
-    # TT: likewise within a factor of the budget.
+    assert size == np.prod(expected) + sum(n * rk for n, rk in zip(SHAPE, expected))
+    # Measured size / budget: 1.10, 0.91, 1.11, 1.06, 1.03 for these fractions
+    # (rounding of the ranks); the bound below leaves about 1% headroom each way.
+    assert 0.9 * fraction * dense < size < 1.125 * fraction * dense, size / (fraction * dense)
+    # TT, independently: ranks c·(n_k + n_{k+1})/2 with c the positive root of the
+    # quadratic in c that makes the cores hold ρ∏dims entries (numpy's roots).
+    avg = [(SHAPE[k] + SHAPE[k + 1]) / 2 for k in range(len(SHAPE) - 1)]
+    a = sum(avg[k - 1] * SHAPE[k] * avg[k] for k in range(1, len(SHAPE) - 1))
+    b = SHAPE[0] * avg[0] + SHAPE[-1] * avg[-1]
+    c = max(np.roots([a, b, -fraction * dense]).real)
+    expected = (1, *(max(int(np.round(c * m)), 1) for m in avg), 1)
+    assert tt_rank(SHAPE, fraction) == expected
     size = factorized_size("tt", SHAPE, fraction)
-    assert 0.4 * fraction * dense < size < 2.5 * fraction * dense
+    assert size == sum(expected[k] * n * expected[k + 1] for k, n in enumerate(SHAPE))
+    # Measured: 1.06, 1.07, 1.02, 0.98, 1.00; bound with about 3% headroom.
+    assert 0.95 * fraction * dense < size < 1.1 * fraction * dense, size / (fraction * dense)
 
 
 def test_explicit_ranks():

@@ -1,0 +1,185 @@
+"""Hostile and mistaken input to `sciml.operators`: each case raises a clear
+error naming the argument. The silent cases (a channel-last or unbatched loss
+input, `rank=1.5`, `domain_padding=3.0`, a NaN reaching an FNO) returned a
+value before these checks existed."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jaxtyping
+import numpy as np
+import pytest
+
+from sciml.operators import (
+    FNO,
+    MGTFNO,
+    TFNO,
+    SpectralConv,
+    cp_rank,
+    h1_loss,
+    relative_lp_loss,
+    tt_rank,
+    tucker_rank,
+)
+
+
+@pytest.fixture
+def untyped():
+    """Runs the call as a user without the runtime type checker would (the suite's
+    jaxtyping/beartype hook would reject a wrongly typed argument first)."""
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+
+
+# --- losses: the layout contract ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fields():
+    """A channel-first batch `(batch=4, channels=2, 16, 16)` and a prediction."""
+    true = jax.random.normal(jax.random.key(0), (4, 2, 16, 16))
+    pred = true + 0.3 * jax.random.normal(jax.random.key(1), true.shape)
+    return pred, true
+
+
+def _lp_reference(pred, true):
+    """Relative L2 per (sample, channel) by loops, then summed."""
+    p, t = np.asarray(pred), np.asarray(true)
+    return sum(
+        np.sqrt(((p[b, c] - t[b, c]) ** 2).sum()) / np.sqrt((t[b, c] ** 2).sum())
+        for b in range(p.shape[0])
+        for c in range(p.shape[1])
+    )
+
+
+@pytest.mark.parametrize("loss", [relative_lp_loss, h1_loss])
+def test_channel_last_batch_is_refused(fields, loss):
+    # Before: the channel-last batch (4, 16, 16, 2) was read as 16 channels on a
+    # (16, 2) grid and gave a different number with no error.
+    pred, true = fields
+    np.testing.assert_allclose(
+        relative_lp_loss(pred, true, d=2, channels=2, eps=0.0),
+        _lp_reference(pred, true),
+        rtol=1e-12,
+    )
+    last = (jnp.moveaxis(pred, 1, -1), jnp.moveaxis(true, 1, -1))
+    with pytest.raises(ValueError, match=r"channel axis looks last: move it with `jnp.moveaxis"):
+        loss(*last, d=2, channels=2)
+
+
+@pytest.mark.parametrize("loss", [relative_lp_loss, h1_loss])
+def test_unbatched_sample_is_refused(fields, loss):
+    # Before: one sample (2, 16, 16) was read as a batch of 2 with 16 channels.
+    pred, true = fields
+    with pytest.raises(ValueError, match=r"looks like one sample .*`x\[None\]`"):
+        loss(pred[0], true[0], d=2)
+    # with the batch axis added it is the sample's own error
+    np.testing.assert_allclose(
+        relative_lp_loss(pred[:1], true[:1], d=2, eps=0.0), _lp_reference(pred[:1], true[:1])
+    )
+
+
+@pytest.mark.parametrize("loss", [relative_lp_loss, h1_loss])
+def test_d_is_required_and_checked(fields, loss, untyped):
+    pred, true = fields
+    with pytest.raises(TypeError, match="'d'"):
+        loss(pred, true)
+    with pytest.raises(ValueError, match="d=3 grid axes, i.e. 5 axes"):
+        loss(pred, true, d=3)
+    with pytest.raises(ValueError, match="`d` must be an int >= 1"):
+        loss(pred, true, d=2.0)
+
+
+def test_h1_edge_order_is_checked(fields):
+    pred, true = fields
+    with pytest.raises(ValueError, match="`edge_order` must be one of"):
+        h1_loss(pred, true, d=2, periodic=False, edge_order=2)
+    with pytest.raises(ValueError, match="need >= 4 points per axis"):
+        h1_loss(pred[..., :3], true[..., :3], d=2, periodic=False, edge_order=3)
+
+
+# --- ranks: one contract ------------------------------------------------------
+
+
+@pytest.mark.parametrize("rank_fn", [cp_rank, tucker_rank, tt_rank])
+@pytest.mark.parametrize("rank", [1.5, 2.0, 0.0, -0.1, float("nan")])
+def test_float_rank_outside_unit_interval_is_refused(rank_fn, rank):
+    # Before: rank=1.5 built an over-complete weight (more parameters than dense).
+    with pytest.raises(ValueError, match=r"`rank` as a float .* in \(0, 1\]"):
+        rank_fn((8, 8, 5), rank)
+
+
+def test_int_one_and_float_one_mean_different_things():
+    # The contract, stated: rank=1 is rank one, rank=1.0 is 100% of the dense size.
+    assert tucker_rank((8, 8, 5), 1) == (1, 1, 1)
+    assert tt_rank((8, 8, 5), 1) == (1, 1, 1, 1)
+    assert cp_rank((8, 8, 5), 1) == 1
+    assert tucker_rank((8, 8, 5), 1.0) != (1, 1, 1)
+
+
+@pytest.mark.parametrize("rank_fn", [cp_rank, tucker_rank, tt_rank])
+@pytest.mark.parametrize("rank", ["123", "2", b"12", True, [1.0, 2, 3], (2, 2.5, 1)])
+def test_rank_of_an_undefined_type_is_refused(rank_fn, rank, untyped):
+    # Before: tucker_rank(shape, "123") parsed the string as the ranks (1, 2, 3).
+    with pytest.raises(ValueError, match="`rank` must be"):
+        rank_fn((8, 8, 5), rank)
+
+
+def test_string_rank_in_a_model_is_refused(untyped):
+    with pytest.raises(ValueError, match="Tucker `rank` must be"):
+        TFNO((4, 4), 1, 1, 4, n_layers=1, rank="1111", key=jax.random.key(0))
+
+
+def test_float_rank_above_one_in_a_model_is_refused():
+    with pytest.raises(ValueError, match=r"i.e. in \(0, 1\]"):
+        TFNO((4, 4), 1, 1, 4, n_layers=1, rank=1.5, key=jax.random.key(0))
+
+
+# --- domain padding -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("padding", [3.0, -0.1, (0.1, 2.0), float("nan")])
+def test_domain_padding_outside_unit_interval_is_refused(padding):
+    # Before: domain_padding=3.0 padded each side with three grid lengths of zeros.
+    with pytest.raises(ValueError, match=r"`domain_padding` must be a fraction in \[0, 1\]"):
+        FNO((4, 4), 1, 1, 4, n_layers=1, domain_padding=padding, key=jax.random.key(0))
+
+
+# --- non-finite input (the package's policy) ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bad_field():
+    x = np.ones((1, 16, 16))
+    x[0, 3, 5] = np.nan
+    return jnp.asarray(x)
+
+
+@pytest.mark.parametrize("cls", [FNO, TFNO])
+def test_fno_refuses_a_nan_when_called_eagerly(cls, bad_field):
+    # Before: one NaN turned the whole output field into NaN, silently.
+    model = cls((4, 4), 1, 1, 4, n_layers=1, key=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"`x` must be finite, got 1 NaN and 0 infinite"):
+        model(bad_field)
+    inf_field = bad_field.at[0, 3, 5].set(jnp.inf)
+    with pytest.raises(ValueError, match="0 NaN and 1 infinite"):
+        model(inf_field)
+    # Under jit nothing is checked (no host callback in compiled code): all NaN.
+    assert bool(jnp.isnan(eqx.filter_jit(model)(bad_field)).all())
+
+
+def test_mgtfno_refuses_a_nan_when_called_eagerly(bad_field):
+    model = MGTFNO((4, 4), 1, 1, 4, n_layers=1, levels=1, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="`x` must be finite"):
+        model(bad_field)
+    with pytest.raises(ValueError, match="`y` must be finite"):
+        model.training_pair(jnp.ones((1, 16, 16)), bad_field)
+
+
+def test_spectral_conv_bad_channel_count():
+    conv = SpectralConv(2, 3, (4, 4), key=jax.random.key(0))
+    with pytest.raises(ValueError, match="in_channels=2 but the input `x` has 1"):
+        conv(jnp.ones((1, 8, 8)))
