@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 import optax
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ._checkpoint import Checkpointer
 from ._metrics import MetricsWriter
