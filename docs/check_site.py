@@ -4,8 +4,9 @@ Fails (exit status 1, one line per finding) on
 
 - maths left as raw text: `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` outside the
   `arithmatex` elements that MathJax typesets (and outside code, scripts, styles);
-- warnings or errors in the executed tutorials' output: any stderr output, and any
-  output text naming a `...Warning`, a `Traceback` or a `...Error:`;
+- warnings or errors in the executed tutorials' output: any stderr output (but
+  `fit`'s one-line "resuming from step N of M"), and any output text naming a
+  `...Warning`, a `Traceback` or a `...Error:`;
 - anything a page would fetch from another host (scripts, module imports,
   stylesheets, fonts, frames, images): the site must read offline;
 - a page that has maths but no local MathJax to typeset it.
@@ -30,6 +31,9 @@ _RAW_MATH = re.compile(
     r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|(?<![\w$])\$[^\s$](?:[^$]*?[^\s$\\])?\$(?![\w$])",
     re.DOTALL,
 )
+# stderr lines that are information by design, not trouble: `fit` announces a
+# resumed run on stderr (the getting-started tutorial shows resuming).
+_STDERR_ALLOWED = re.compile(r"^\w+: resuming from step \d+ of \d+$")
 _OUTPUT_TROUBLE = re.compile(r"\b\w*Warning\b|\bTraceback\b|\b\w+Error:")
 _EXTERNAL = [
     re.compile(r"<(?:script|link|img|iframe|source|embed|object)\b[^>]*?\b(?:src|href|data)\s*=\s*[\"']?(?:https?:)?//", re.I),
@@ -98,7 +102,8 @@ def check_page(html: str, name: str, *, has_mathjax: bool) -> list[str]:
         problems.append(f"{name}: maths not typeset (outside an arithmatex element): {_short(raw)}")
     for stderr, pieces in page.outputs:
         text = "".join(pieces)
-        if stderr:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if stderr and not all(_STDERR_ALLOWED.match(line.strip()) for line in lines):
             problems.append(f"{name}: a tutorial cell wrote to stderr: {_short(text)}")
         elif m := _OUTPUT_TROUBLE.search(text):
             problems.append(f"{name}: tutorial output shows {m.group(0)!r}: {_short(text)}")

@@ -8,12 +8,14 @@
   markdown maths as raw `$...$` / `$$...$$` text and adds its own MathJax
   loader pointing at a CDN (or at nothing). This hook removes that loader and
   wraps the maths of markdown cells in the `arithmatex` spans and divs that
-  pymdownx.arithmatex writes on the other pages, so one MathJax configuration
+  pymdownx.arithmatex writes on the other pages (and drops the template's
+  mermaid loader, which would import from a CDN), so one MathJax configuration
   serves every page and `docs/check_site.py` can check them all the same way.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 from pathlib import Path
@@ -26,6 +28,12 @@ _MATHJAX_PARTS = ("MathJax.js", "LICENSE", "extensions", "jax/input/TeX", "jax/o
 
 _NBCONVERT_MATHJAX = re.compile(
     r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.DOTALL
+)
+# mkdocs-jupyter's template also adds a module script that imports mermaid from
+# a CDN when a page has mermaid diagrams; the tutorials have none, and a site
+# that reads offline loads nothing from another host.
+_MERMAID_LOADER = re.compile(
+    r"<script type=\"module\">(?:(?!</script>).)*?jp-Mermaid(?:(?!</script>).)*</script>", re.DOTALL
 )
 _TAG = re.compile(r"(<[^>]*>)")
 _SKIP = ("pre", "code", "script", "style", "textarea", "svg")
@@ -40,15 +48,17 @@ _MATH = re.compile(
 
 
 def mathjax_source() -> Path:
-    """The MathJax directory inside the installed `jupyter-server-mathjax`."""
-    try:
-        import jupyter_server_mathjax
-    except ImportError as e:  # pragma: no cover - a docs extra that was not installed
+    """The MathJax directory inside the installed `jupyter-server-mathjax`.
+
+    Found without importing the package (its `__init__` imports Jupyter Server).
+    """
+    spec = importlib.util.find_spec("jupyter_server_mathjax")
+    if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
             "the docs build needs `jupyter-server-mathjax` (it ships MathJax, which the "
             "site serves itself); install the docs extra: pip install -e '.[docs]'"
-        ) from e
-    return Path(jupyter_server_mathjax.__file__).parent / "static"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "static"
 
 
 def _wrap_math(text: str) -> str:
@@ -102,6 +112,7 @@ def on_page_content(content: str, page, config, files) -> str:
     if not _is_notebook(page):
         return content
     content = _NBCONVERT_MATHJAX.sub("", content)
+    content = _MERMAID_LOADER.sub("", content)
     return wrap_notebook_math(content)
 
 
