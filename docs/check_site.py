@@ -61,8 +61,11 @@ class _Page(HTMLParser):
         classes = (attrs.get("class") or "").split()
         if "arithmatex" in classes:
             self.has_math = True
-        skip = tag in _SKIP_TAGS or "arithmatex" in classes or any(
-            c.startswith("MathJax") for c in classes
+        skip = (
+            tag in _SKIP_TAGS
+            or "arithmatex" in classes
+            or "clipboard-copy-txt" in classes  # a code cell's source, hidden, for copying
+            or any(c.startswith("MathJax") for c in classes)
         )
         output = "jp-OutputArea-output" in classes
         if output:

@@ -21,11 +21,6 @@ import shutil
 from pathlib import Path
 
 
-# MathJax 2 as shipped by jupyter-server-mathjax; only the parts the config in
-# docs/javascripts/mathjax-config.js uses (TeX input, SVG output, which needs
-# no web fonts).
-_MATHJAX_PARTS = ("MathJax.js", "LICENSE", "extensions", "jax/input/TeX", "jax/output/SVG", "jax/element")
-
 _NBCONVERT_MATHJAX = re.compile(
     r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.DOTALL
 )
@@ -37,7 +32,21 @@ _MERMAID_LOADER = re.compile(
 )
 _TAG = re.compile(r"(<[^>]*>)")
 _SKIP = ("pre", "code", "script", "style", "textarea", "svg")
-_VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr")
+_VOID = (
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+)
 _MATH = re.compile(
     r"(?<![\\$])\$\$(?P<d1>.+?)\$\$"  # $$ display $$
     r"|\\\[(?P<d2>.+?)\\\]"  # \[ display \]
@@ -117,17 +126,10 @@ def on_page_content(content: str, page, config, files) -> str:
 
 
 def on_post_build(config) -> None:
-    source = mathjax_source()
+    # MathJax 2 as jupyter-server-mathjax ships it (about 11 MB): the combined
+    # configuration `TeX-AMS-MML_HTMLorMML-full` holds the TeX input and the
+    # HTML-CSS output, which loads the STIX-Web fonts from fonts/.
     target = Path(config["site_dir"]) / "assets" / "mathjax"
     if target.exists():
         shutil.rmtree(target)
-    for part in _MATHJAX_PARTS:
-        src, dst = source / part, target / part
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst)
-        else:
-            shutil.copy2(src, dst)
-
-
-__all__ = ["on_page_content", "on_post_build", "wrap_notebook_math", "mathjax_source"]
+    shutil.copytree(mathjax_source(), target)

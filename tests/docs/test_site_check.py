@@ -53,7 +53,9 @@ def test_tutorial_warnings_and_stderr_are_reported():
 
 
 def test_external_loads_are_reported():
-    local = '<script src="../assets/mathjax/MathJax.js"></script><a href="https://example.org">x</a>'
+    local = (
+        '<script src="../assets/mathjax/MathJax.js"></script><a href="https://example.org">x</a>'
+    )
     assert problems(local) == []
     for remote in (
         '<script src="https://cdn.example.org/mathjax.js"></script>',
@@ -86,7 +88,7 @@ def test_hook_wraps_notebook_maths_and_passes_the_check():
 
 def test_hook_removes_cdn_loaders():
     page = (
-        "<p>x</p><!-- Load mathjax -->\n<script src=\"\"> </script>\n"
+        '<p>x</p><!-- Load mathjax -->\n<script src=""> </script>\n'
         '<script type="text/x-mathjax-config">MathJax.Hub.Config({});</script>\n'
         "<!-- End of mathjax configuration -->"
         '<script type="module">const d = document.querySelectorAll(".jp-Mermaid > pre");'
