@@ -9,7 +9,9 @@ Fails (exit status 1, one line per finding) on
   `...Warning`, a `Traceback` or a `...Error:`;
 - anything a page would fetch from another host (scripts, module imports,
   stylesheets, fonts, frames, images): the site must read offline;
-- a page that has maths but no local MathJax to typeset it.
+- a page that has maths but no local MathJax to typeset it;
+- a tutorial whose code plots (`plt.`) but whose output holds no image (the
+  build ran with `MPLBACKEND` set, so the kernel's inline backend was off).
 
 Usage: `python docs/check_site.py [SITE_DIR]` (default `site`).
 """
@@ -55,6 +57,8 @@ class _Page(HTMLParser):
         self.raw_math: list[str] = []
         self.outputs: list[tuple[bool, list[str]]] = []  # (is stderr, text pieces)
         self.has_math = False
+        self.plots = False  # a code cell's source calls matplotlib
+        self.images = 0  # images in output areas
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -68,6 +72,9 @@ class _Page(HTMLParser):
             or any(c.startswith("MathJax") for c in classes)
         )
         output = "jp-OutputArea-output" in classes
+        if tag == "img" and any(out for _, _, out in self.stack):
+            self.images += 1
+        self._source = "clipboard-copy-txt" in classes
         if output:
             stderr = attrs.get("data-mime-type") == "application/vnd.jupyter.stderr"
             self.outputs.append((stderr, []))
@@ -84,6 +91,8 @@ class _Page(HTMLParser):
                 return
 
     def handle_data(self, data):
+        if getattr(self, "_source", False) and "plt." in data:
+            self.plots = True
         if any(output for _, _, output in self.stack) and self.outputs:
             self.outputs[-1][1].append(data)
         if not any(skip for _, skip, _ in self.stack):
@@ -119,6 +128,10 @@ def check_page(html: str, name: str, *, has_mathjax: bool) -> list[str]:
             )
     if _EMPTY_SCRIPT.search(html):
         problems.append(f"{name}: a <script> with an empty src")
+    if page.plots and page.images == 0:
+        problems.append(
+            f"{name}: the tutorial plots but shows no figure (build with MPLBACKEND unset)"
+        )
     if page.has_math and not has_mathjax:
         problems.append(f"{name}: has maths but the site has no assets/mathjax/MathJax.js")
     return problems

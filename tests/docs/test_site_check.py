@@ -104,3 +104,11 @@ def test_hook_removes_cdn_loaders():
     cleaned = offline_math.on_page_content(page, Page(), {}, None)
     assert cleaned == "<p>x</p><p>y</p>"
     assert problems(page) and problems(cleaned) == []
+
+
+def test_tutorial_without_its_figures_is_reported():
+    source = '<div class="clipboard-copy-txt">plt.plot(x)</div>'
+    output = '<div class="jp-OutputArea-output"><img src="data:image/png;base64,AAAA"></div>'
+    assert problems(source + output) == []
+    found = problems(source + '<div class="jp-OutputArea-output"><pre>[]</pre></div>')
+    assert len(found) == 1 and "no figure" in found[0]
