@@ -81,9 +81,6 @@ class _Page(HTMLParser):
         if tag not in _VOID:
             self.stack.append((tag, skip, output))
 
-    def handle_startendtag(self, tag, attrs):
-        pass
-
     def handle_endtag(self, tag):
         for i in range(len(self.stack) - 1, -1, -1):
             if self.stack[i][0] == tag:

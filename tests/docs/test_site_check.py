@@ -110,5 +110,6 @@ def test_tutorial_without_its_figures_is_reported():
     source = '<div class="clipboard-copy-txt">plt.plot(x)</div>'
     output = '<div class="jp-OutputArea-output"><img src="data:image/png;base64,AAAA"></div>'
     assert problems(source + output) == []
+    assert problems(source + output.replace('AAAA">', 'AAAA"/>')) == []  # <img ... />
     found = problems(source + '<div class="jp-OutputArea-output"><pre>[]</pre></div>')
     assert len(found) == 1 and "no figure" in found[0]
