@@ -8,6 +8,6 @@ from importlib.metadata import PackageNotFoundError, version as _version
 
 
 try:
-    __version__ = _version("sciml")
+    __version__ = _version("sciml-jax")
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"

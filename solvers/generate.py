@@ -121,7 +121,7 @@ def generate(
     disk for bad arguments or an incompatible existing file.
     """
     import h5py
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     module = _module(problem)
     if not isinstance(n, int) or n < 1:

@@ -17,14 +17,17 @@
 # ```
 
 # %%
+import tempfile
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-import optax
 
 from sciml.operators import FNO, TFNO, h1_loss, relative_lp_loss
+from sciml.training import fit, make_optimizer, read_metrics
 from solvers import darcy
 
 # %% [markdown]
@@ -100,42 +103,45 @@ print(f"TFNO: {n_params(tfno):>8,} parameters ({n_params(fno) / n_params(tfno):.
 # the grid spacing $h = 1/(s-1)$), the recipe of the FNO papers; we report the
 # relative $L^2$ error too. Weights are real arrays (complex spectral weights
 # are stored as real/imaginary pairs), so any optax optimiser updates them the
-# usual way.
+# usual way. Training is `sciml.training.fit`, as in every tutorial: the loss
+# takes `(model, batch, key)` and returns `(loss, aux)`, the batch of step `t`
+# is drawn from a key, and the logged losses are read back from the run
+# directory's `metrics.jsonl`.
 
 # %%
 h = 1 / (s - 1)
 
 
-def loss_fn(model, x, y):
+def loss_fn(model, batch, key):
+    x, y = batch
     pred = jax.vmap(model)(x)
-    return h1_loss(pred, y, d=2, periodic=False, domain_length=s * h, reduction="mean")
+    return h1_loss(pred, y, d=2, periodic=False, domain_length=s * h, reduction="mean"), {}
 
 
-def train_model(model, steps=400, batch_size=16, seed=0):
-    schedule = optax.cosine_decay_schedule(3e-3, steps)
-    optimizer = optax.adamw(schedule, weight_decay=1e-4)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-
-    @eqx.filter_jit
-    def step(model, opt_state, key):
-        index = jax.random.randint(key, (batch_size,), 0, n_train)
-        loss, grads = eqx.filter_value_and_grad(loss_fn)(model, x_train[index], y_train[index])
-        updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
-        return eqx.apply_updates(model, updates), opt_state, loss
-
-    losses = []
-    for key in jax.random.split(jax.random.key(seed), steps):
-        model, opt_state, loss = step(model, opt_state, key)
-        losses.append(float(loss))
-    return model, losses
+@jax.jit
+def batch_fn(step, key):
+    index = jax.random.randint(key, (16,), 0, n_train)
+    return x_train[index], y_train[index]
 
 
-fno, fno_losses = train_model(fno)
-tfno, tfno_losses = train_model(tfno)
+def train_model(model, steps=400, seed=0):
+    optimizer = make_optimizer(
+        {"name": "adamw", "learning_rate": 3e-3, "weight_decay": 1e-4, "schedule": "cosine",
+         "decay_steps": steps, "warmup_steps": 0, "end_factor": 0.0}
+    )
+    workdir = Path(tempfile.mkdtemp())
+    result = fit(model, loss_fn, batch_fn, optimizer=optimizer, steps=steps,
+                 key=jax.random.key(seed), workdir=workdir, log_every=10, progress=False)
+    train = [m for m in read_metrics(workdir / "metrics.jsonl") if m["split"] == "train"]
+    return result.model, [m["step"] for m in train], [m["loss"] for m in train]
+
+
+fno, fno_steps, fno_losses = train_model(fno)
+tfno, tfno_steps, tfno_losses = train_model(tfno)
 
 plt.figure(figsize=(5, 3.2))
-plt.semilogy(fno_losses, label="FNO")
-plt.semilogy(tfno_losses, label="TFNO (Tucker 5%)")
+plt.semilogy(fno_steps, fno_losses, label="FNO")
+plt.semilogy(tfno_steps, tfno_losses, label="TFNO (Tucker 5%)")
 plt.xlabel("step")
 plt.ylabel("relative H1 loss")
 plt.legend()

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .._checks import check_positive_int
 from ._checkpoint import Checkpointer

@@ -1,0 +1,115 @@
+"""The site check (`docs/check_site.py`, run by `make docs`) and the maths hook.
+
+These feed small hand-written pages to the functions the build uses; the full
+site is built and checked once, by `make docs` (CI), never inside pytest.
+"""
+
+import importlib.util
+from pathlib import Path
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check_site = _load(DOCS / "check_site.py")
+offline_math = _load(DOCS / "hooks" / "offline_math.py")
+
+
+def problems(body: str) -> list[str]:
+    return check_site.check_page(f"<html><body>{body}</body></html>", "page", has_mathjax=True)
+
+
+def test_typeset_maths_code_and_scripts_pass():
+    assert problems('<p>A <span class="arithmatex">\\(x^2\\)</span> and</p>') == []
+    assert problems('<div class="arithmatex">\\[\\sum_i x_i\\]</div>') == []
+    assert problems("<pre><code>cost = $a$ + \\(b\\)</code></pre>") == []
+    assert problems("<script>var s = '$a$';</script><style>a{content:'$x$'}</style>") == []
+    assert problems("<p>It costs $5 or more.</p>") == []
+
+
+def test_raw_maths_is_reported():
+    for raw in ("$x_t = a$", "$$y = 1$$", "\\(z\\)", "\\[w\\]"):
+        found = problems(f"<p>so {raw} holds</p>")
+        assert len(found) == 1 and "maths not typeset" in found[0], (raw, found)
+
+
+def test_tutorial_warnings_and_stderr_are_reported():
+    stderr = '<div class="jp-OutputArea-output" data-mime-type="application/vnd.jupyter.stderr"><pre>{}</pre></div>'
+    plain = '<div class="jp-OutputArea-output" data-mime-type="text/plain"><pre>{}</pre></div>'
+    assert problems(plain.format("loss 0.12")) == []
+    assert problems(stderr.format("train: resuming from step 400 of 1000")) == []
+    assert len(problems(stderr.format("TqdmWarning: IProgress not found."))) == 1
+    assert len(problems(stderr.format("something else"))) == 1
+    assert len(problems(plain.format("UserWarning: x"))) == 1
+    assert len(problems(plain.format("Traceback (most recent call last):"))) == 1
+    assert len(problems(plain.format("ValueError: bad"))) == 1
+
+
+def test_external_loads_are_reported():
+    local = (
+        '<script src="../assets/mathjax/MathJax.js"></script><a href="https://example.org">x</a>'
+    )
+    assert problems(local) == []
+    for remote in (
+        '<script src="https://cdn.example.org/mathjax.js"></script>',
+        '<link rel="stylesheet" href="//cdn.example.org/x.css">',
+        '<script type="module">await import("https://cdn.example.org/m.mjs")</script>',
+        '<script src=""> </script>',
+    ):
+        assert problems(remote), remote
+
+
+def test_maths_without_local_mathjax_is_reported():
+    html = '<p><span class="arithmatex">\\(x\\)</span></p>'
+    assert check_site.check_page(html, "page", has_mathjax=False)
+
+
+def test_hook_wraps_notebook_maths_and_passes_the_check():
+    cell = (
+        '<div class="jp-Cell jp-MarkdownCell"><div class="jp-RenderedMarkdown">'
+        "<p>Map $a(x)$ to $u$, with</p>\n<p>$$-\\nabla\\cdot(a\\nabla u) = 1$$</p>"
+        "<p>and <code>$not maths$</code>; it costs $5.</p></div></div>"
+        '<div class="jp-OutputArea-output"><pre>$ls$</pre></div>'
+    )
+    assert len(problems(cell)) == 3  # $a(x)$, $u$ and the display equation
+    wrapped = offline_math.wrap_notebook_math(cell)
+    assert problems(wrapped) == []
+    assert '<span class="arithmatex">\\(a(x)\\)</span>' in wrapped
+    assert '<div class="arithmatex">\\[-\\nabla\\cdot(a\\nabla u) = 1\\]</div>' in wrapped
+    assert "<code>$not maths$</code>" in wrapped and "<pre>$ls$</pre>" in wrapped
+
+
+def test_hook_removes_cdn_loaders():
+    page = (
+        '<p>x</p><!-- Load mathjax -->\n<script src=""> </script>\n'
+        '<script type="text/x-mathjax-config">MathJax.Hub.Config({});</script>\n'
+        "<!-- End of mathjax configuration -->"
+        '<script type="module">const d = document.querySelectorAll(".jp-Mermaid > pre");'
+        'await import("https://cdn.example.org/mermaid.esm.min.mjs");</script><p>y</p>'
+    )
+
+    class File:
+        src_uri = "tutorials/example.py"
+
+    class Page:
+        file = File()
+
+    cleaned = offline_math.on_page_content(page, Page(), {}, None)
+    assert cleaned == "<p>x</p><p>y</p>"
+    assert problems(page) and problems(cleaned) == []
+
+
+def test_tutorial_without_its_figures_is_reported():
+    source = '<div class="clipboard-copy-txt">plt.plot(x)</div>'
+    output = '<div class="jp-OutputArea-output"><img src="data:image/png;base64,AAAA"></div>'
+    assert problems(source + output) == []
+    assert problems(source + output.replace('AAAA">', 'AAAA"/>')) == []  # <img ... />
+    found = problems(source + '<div class="jp-OutputArea-output"><pre>[]</pre></div>')
+    assert len(found) == 1 and "no figure" in found[0]
