@@ -248,12 +248,13 @@ def advective_cfl(
     `y ≲ 1` is the working limit. The viscous term is Crank–Nicolson, which is
     A-stable: there is no viscous time-step limit (its factor
     `(1 − a)/(1 + a)`, `a = ν dt |k|²/2`, has modulus below 1 for every `dt`), so
-    the advective number is the one that matters. Measured with the FNO initial
-    fields and forcing (`ν = 1e-3`, 200 steps): finite at `y = 1.2` (`s = 64`),
-    NaN from `y = 2.4` at `s = 64` and from `y = 1.2` at `s = 32` (the forcing
-    speeds the flow up after t = 0, which the initial field cannot see); the
-    second-order convergence test of this module runs a smooth field at
-    `y = 1.08`. Hence `solve` and `advance` warn above `y = 1.5` and refuse
+    the advective number is the one that matters. Measured with FNO random
+    initial fields and forcing (`ν = 1e-3`, float64, 400 steps): at `s = 64`
+    finite at `y = 1`, NaN after 234, 158 and 79 steps at `y = 1.5, 2, 3`; at
+    `s = 32` NaN after 209 steps already at `y = 1` (the forcing speeds the flow
+    up after t = 0, which the initial field cannot see). The second-order
+    convergence test of this module runs a smooth field at `y = 1.08`. Hence
+    `solve` and `advance` warn above `y = 1.5` and refuse
     above `y = 2` (`CFL_WARN`, `CFL_LIMIT`), where every run measured blew up.
 
     **Arguments:**
