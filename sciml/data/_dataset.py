@@ -123,7 +123,7 @@ class Dataset:
                 return axes.index(name)
         raise ValueError(f"`{key}` has no channel axis; its axes are {axes}.")
 
-    def select(self, indices: Iterable[int]) -> Dataset:
+    def select(self, indices: Iterable[int | np.integer] | np.ndarray) -> Dataset:
         """The samples whose index in the file is in `indices` (in the order of
         `indices`); each must be held by this data set."""
         wanted = np.asarray(list(indices), dtype=np.int64).reshape(-1)
@@ -147,7 +147,7 @@ def read_dataset(
     path: str | Path,
     keys: Sequence[str] | None = None,
     *,
-    samples: Iterable[int] | None = None,
+    samples: Iterable[int | np.integer] | np.ndarray | None = None,
     allow_unfinished: bool = True,
 ) -> Dataset:
     """Reads the finished samples of a generated HDF5 file.
