@@ -227,17 +227,23 @@ def make_evaluate(data: OperatorData, *, periodic: bool, domain_length, domain_l
 
 
 def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("input", "truth")):
-    """input / truth / prediction / |error| of the first test sample, at 1× and 2×."""
+    """input / truth / prediction / |error| of the first test sample, one row per
+    grid (the training grid and, if present, the zero-shot finer grid; the grid
+    is named on the row, so the panel titles stay short)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [("", data.x_test, data.y_test)]
+    s = data.x_test.shape[-1]
+    rows = [(f"test sample 0\n{s}×{s} (training grid)", data.x_test, data.y_test)]
     if data.x_test_2x is not None:
-        rows.append((" (2× resolution, zero-shot)", data.x_test_2x, data.y_test_2x))
-    fig, axes = plt.subplots(len(rows), 4, figsize=(13, 3.2 * len(rows)), squeeze=False)
-    for row, (suffix, x, y) in zip(axes, rows):
+        s2 = data.x_test_2x.shape[-1]
+        rows.append((f"test sample 0\n{s2}×{s2} (zero-shot)", data.x_test_2x, data.y_test_2x))
+    fig, axes = plt.subplots(
+        len(rows), 4, figsize=(13, 3.3 * len(rows)), squeeze=False, layout="constrained"
+    )
+    for row, (row_label, x, y) in zip(axes, rows):
         x0 = np.asarray(x[0, 0]) * data.x_std + data.x_mean
         y0 = np.asarray(y[0, 0]) * data.y_std
         pred = np.asarray(predict(model, x[:1], batch_size=1)[0, 0]) * data.y_std
@@ -251,11 +257,12 @@ def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("inpu
         for ax, (field, title, cmap) in zip(row, panels):
             kwargs = {"vmin": -vmax, "vmax": vmax} if cmap == "RdBu_r" else {}
             image = ax.imshow(field.T, origin="lower", cmap=cmap, **kwargs)
-            ax.set(title=title + suffix, xticks=[], yticks=[])
+            ax.set(title=title, xticks=[], yticks=[])
             fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.tight_layout()
+        row[0].set_ylabel(row_label)
     fig.savefig(plot_dir / "predictions.png", dpi=110)
     plt.close(fig)
+    return fig
 
 
 def train_step_memory(model, loss_fn, batch, optimizer) -> int | None:

@@ -88,3 +88,33 @@ def test_ns_checks_physical_parameters_against_the_file(tmp_path):
         config.data.viscosity = 1e-4
     with pytest.raises(ValueError, match="viscosity"):
         operators_ns.data_from_config(config)
+
+
+def test_predictions_figure_keeps_every_title_inside(darcy_files, tmp_path):
+    import jax
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from experiments.tasks.operators_common import (
+        OperatorData,
+        arrays_from_files,
+        build_model,
+        plot_predictions,
+    )
+
+    coarse, fine = darcy_files
+    config = _config(path=str(coarse), path_2x=str(fine), n_train=8, n_test=4, resolution=17)
+    data = OperatorData.from_arrays(*arrays_from_files(config.data, problem="darcy"))
+    model = build_model(config.model, 1, 1, jax.random.key(0))
+    fig = plot_predictions(model, data, tmp_path, labels=("coefficient a", "pressure u"))
+    assert (tmp_path / "predictions.png").is_file()
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer, bounds = canvas.get_renderer(), fig.bbox
+    assert len(fig.axes) == 16  # 2 rows of 4 panels, each with a colorbar
+    for ax in fig.axes:  # titles, labels and ticks all inside the saved figure
+        box = ax.get_tightbbox(renderer)
+        assert bounds.x0 - 1 <= box.x0 and box.x1 <= bounds.x1 + 1, ax.get_title()
+        assert bounds.y0 - 1 <= box.y0 and box.y1 <= bounds.y1 + 1, ax.get_title()
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["coefficient a", "pressure u", "prediction", "|error|"] * 2
+    assert any("33×33 (zero-shot)" in ax.get_ylabel() for ax in fig.axes)
