@@ -240,9 +240,7 @@ def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("inpu
     if data.x_test_2x is not None:
         s2 = data.x_test_2x.shape[-1]
         rows.append((f"test sample 0\n{s2}×{s2} (zero-shot)", data.x_test_2x, data.y_test_2x))
-    fig, axes = plt.subplots(
-        len(rows), 4, figsize=(13, 3.3 * len(rows)), squeeze=False, layout="constrained"
-    )
+    fig, axes = plt.subplots(len(rows), 4, figsize=(13, 3.3 * len(rows)), squeeze=False)
     for row, (row_label, x, y) in zip(axes, rows):
         x0 = np.asarray(x[0, 0]) * data.x_std + data.x_mean
         y0 = np.asarray(y[0, 0]) * data.y_std
@@ -260,6 +258,7 @@ def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("inpu
             ax.set(title=title, xticks=[], yticks=[])
             fig.colorbar(image, ax=ax, fraction=0.046)
         row[0].set_ylabel(row_label)
+    fig.tight_layout()
     fig.savefig(plot_dir / "predictions.png", dpi=110)
     plt.close(fig)
     return fig
