@@ -232,9 +232,9 @@ def generate(
     from tqdm.auto import tqdm
 
     module = _module(problem)
-    if not isinstance(n, int) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"--n must be a positive integer, got {n!r}.")
-    if not isinstance(chunk, int) or chunk < 1:
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"--chunk must be a positive integer, got {chunk!r}.")
     if precision not in ("float32", "float64"):
         raise ValueError(f"--precision must be 'float32' or 'float64', got {precision!r}.")

@@ -15,26 +15,30 @@ _MAX_EVAL_CURVES = 6
 def readable_log_ticks(ax: Any, axis: str = "y") -> None:
     """Log-axis ticks that can be read on any range.
 
-    Matplotlib's default puts one labelled tick per decade and labels minor
-    ticks as `6×10⁻¹` when fewer than two decades are shown. Here the labels are
-    plain numbers (`0.4`, `0.6`, `1`, or `1e-05` for wide ranges) at 1-2-5 (less
-    than three decades) or at every 1…9 multiple (less than one decade), and
-    minor ticks carry no label.
+    Matplotlib's default puts one labelled tick per decade and, when fewer than
+    two decades are shown, labels minor ticks as `6×10⁻¹`. Here the labels are
+    plain numbers (`0.4`, `2000`, `1e-05`), placed at the sparsest of
+    `1`, `1-2-5`, `1-2-3-5` and `1…9` times the powers of ten that puts at least
+    three labels in view; minor ticks carry no label.
+
+    **Arguments:** `ax`, a matplotlib axis with a log scale; `axis`, `"x"` or `"y"`.
     """
     from matplotlib import ticker
 
     target = ax.yaxis if axis == "y" else ax.xaxis
     low, high = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
-    decades = math.log10(high / low) if low > 0 and high > 0 else 10.0
-    if decades < 1:
-        subs = tuple(range(1, 10))
-    elif decades < 3:
-        subs = (1.0, 2.0, 5.0)
-    else:
-        subs = (1.0,)
-    target.set_major_locator(ticker.LogLocator(base=10, subs=subs, numticks=12))
-    target.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:.3g}"))
+    candidates = ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), tuple(range(1, 10)))
+    for subs in candidates:
+        if low > 0 and _ticks_in_view(low, high, subs) >= 3:
+            break
+    target.set_major_locator(ticker.LogLocator(base=10, subs=subs, numticks=30))
+    target.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     target.set_minor_formatter(ticker.NullFormatter())
+
+
+def _ticks_in_view(low: float, high: float, subs: tuple[float, ...]) -> int:
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    return sum(low <= s * 10.0**e <= high for e in range(first, last + 1) for s in subs)
 
 
 def plot_loss(
