@@ -26,7 +26,7 @@ def readable_log_ticks(ax: Any, axis: str = "y") -> None:
     from matplotlib import ticker
 
     target = ax.yaxis if axis == "y" else ax.xaxis
-    low, high = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    low, high = sorted(float(v) for v in (ax.get_ylim() if axis == "y" else ax.get_xlim()))
     candidates = ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), tuple(range(1, 10)))
     for subs in candidates:
         if low > 0 and _ticks_in_view(low, high, subs) >= 3:
@@ -38,7 +38,7 @@ def readable_log_ticks(ax: Any, axis: str = "y") -> None:
 
 def _ticks_in_view(low: float, high: float, subs: tuple[float, ...]) -> int:
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    return sum(low <= s * 10.0**e <= high for e in range(first, last + 1) for s in subs)
+    return int(sum(low <= s * 10.0**e <= high for e in range(first, last + 1) for s in subs))
 
 
 def plot_loss(
