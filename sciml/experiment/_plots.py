@@ -27,7 +27,12 @@ def readable_log_ticks(ax: Any, axis: str = "y") -> None:
 
     target = ax.yaxis if axis == "y" else ax.xaxis
     low, high = sorted(float(v) for v in (ax.get_ylim() if axis == "y" else ax.get_xlim()))
-    candidates = ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), tuple(range(1, 10)))
+    candidates = (
+        (1.0,),
+        (1.0, 2.0, 5.0),
+        (1.0, 2.0, 3.0, 5.0),
+        tuple(float(k) for k in range(1, 10)),
+    )
     for subs in candidates:
         if low > 0 and _ticks_in_view(low, high, subs) >= 3:
             break
