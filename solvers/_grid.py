@@ -10,6 +10,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from ._checks import check_finite
+
 
 def check_resolution(
     s, name: str = "resolution", *, periodic: bool = True, minimum: int | None = None
@@ -89,7 +91,8 @@ def check_dtype(dtype, name: str = "dtype"):
 
 def check_field(u, stepper_dtype, grid: tuple[int, ...], name: str = "u") -> None:
     """Trace-time check of one field `(1, *grid)` of dtype `stepper_dtype` for a
-    one-channel stepper (`ValueError` naming `name` and the fix)."""
+    one-channel stepper (`ValueError` naming `name` and the fix); a concrete
+    field (an eager call) must also be finite."""
     shape = getattr(u, "shape", None)
     if shape != (1, *grid):
         raise ValueError(
@@ -101,3 +104,4 @@ def check_field(u, stepper_dtype, grid: tuple[int, ...], name: str = "u") -> Non
             f"{name} has dtype {u.dtype} but the stepper was built for {stepper_dtype}; "
             f"build it with dtype={u.dtype} (or cast {name})."
         )
+    check_finite(name, u)

@@ -28,6 +28,7 @@ import numpy as np
 from jaxtyping import Array, Complex, Float
 
 from ._batched import record_batch
+from ._checks import check_finite
 from ._grf import periodic_grf_1d
 from ._grid import (
     check_dtype,
@@ -194,7 +195,7 @@ def solve(
 
     **Returns:** `(..., n_records, s)`.
     """
-    u0 = jnp.asarray(u0)
+    u0 = jnp.asarray(check_finite("u0", u0))
     if u0.ndim < 1 or not jnp.issubdtype(u0.dtype, jnp.floating):
         raise ValueError(f"u0 must be a real floating array (..., s), got {u0.shape} {u0.dtype}.")
     s = u0.shape[-1]

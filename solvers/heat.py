@@ -37,6 +37,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._batched import check_square_fields, record_batch, repeat_batch
+from ._checks import check_finite
 from ._grid import check_choice, check_dtype, check_field, check_positive, check_resolution
 from .stepping import AbstractStepper
 
@@ -270,7 +271,7 @@ def advance(
 
     A batched, jit-compiled convenience over
     [`repeat`][solvers.stepping.repeat]`(Heat(...), n_steps)`."""
-    field = jnp.asarray(field)
+    field = jnp.asarray(check_finite("field", field))
     check_square_fields(field, "field", periodic=False)
     s = field.shape[-1]
     stepper = Heat.from_params(s, params, field.dtype)
@@ -298,7 +299,7 @@ def solve(
 
     **Returns:** `(..., n_records, s, s)`, boundary nodes included.
     """
-    theta = jnp.asarray(theta)
+    theta = jnp.asarray(check_finite("theta", theta))
     if not jnp.issubdtype(theta.dtype, jnp.floating):
         theta = theta.astype(jnp.result_type(float))
     _check_theta(theta)

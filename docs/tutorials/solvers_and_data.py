@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
+from sciml.data import Batches, Normalizer, read_dataset, train_test_split
 from solvers import darcy, generate, navier_stokes as ns, poisson
 from solvers.stepping import record, repeat, rollout
 
@@ -158,20 +159,51 @@ print(f"u(1/2, 1/2) with a = 1: {darcy.solve(np.ones((129, 129)))[64, 64]:.5f}")
 # %% [markdown]
 # ## HDF5 data sets
 #
-# `solvers.generate` writes the same arrays to HDF5 with the settings as
-# attributes. It writes chunk by chunk and marks each finished sample, so a run
-# that is interrupted can be re-run with the same command and only completes
-# the missing samples; a file from another problem or other settings is refused.
+# `solvers.generate` writes the same arrays to HDF5, with a channel axis on
+# every field, and describes the file in its attributes: each physical
+# parameter on its own, the axis order, channel names and units of each array,
+# the grid convention, the numerical scheme, the package version and the
+# creation time. It writes chunk by chunk and marks each finished sample, so a
+# run that is interrupted (Ctrl-C, SIGTERM) keeps its finished samples and
+# completes the missing ones when re-run with the same command; a file from
+# another problem or other settings is refused.
 
 # %%
 workdir = Path(tempfile.mkdtemp())
 path = generate.generate("darcy", 8, 33, workdir / "darcy.h5", seed=1, chunk=4, progress=False)
 with h5py.File(path) as f:
-    print({k: f[k].shape for k in f}, dict(f.attrs)["params"])
+    print({k: f[k].shape for k in f})
+    print("axes of outputs:", f["outputs"].attrs["axes"], "| a_high =", f.attrs["a_high"])
+    print("grid:", f.attrs["grid"])
 try:
     generate.generate("heat", 8, 33, path, progress=False)
 except ValueError as error:
     print("refused:", error)
+
+# %% [markdown]
+# ### Reading it back with `sciml.data`
+#
+# The library reads the format (it never imports `solvers`):
+# [`read_dataset`](../api/data.md) keeps the finished samples only, here after
+# pretending that sample 5 was interrupted; `train_test_split` splits by the
+# index in the file, so the split does not move while a file is being
+# completed; `Normalizer` standardises per channel and inverts; `Batches` draws
+# seeded mini-batches, a pure function of `(seed, step)`.
+
+# %%
+with h5py.File(path, "r+") as f:
+    f["done"][5] = False  # as if the run had stopped before sample 5 was written
+ds = read_dataset(path)
+train, test = train_test_split(ds, 6)
+print("finished samples:", ds.indices, "| train:", train.indices, "| test:", test.indices)
+print("fields:", ds.fields["inputs"], ds.fields["outputs"], "| axes:", ds.axes["inputs"])
+
+norm = Normalizer.fit(train["inputs"], channel_axis=train.channel_axis("inputs"))
+z = norm(train["inputs"])
+print(f"normalised mean {float(z.mean()):.1e}, std {float(z.std()):.3f}, "
+      f"round trip error {float(np.abs(norm.inverse(z) - train['inputs']).max()):.1e}")
+batches = Batches(train, batch_size=2, seed=0)
+print("batches per epoch:", len(batches), "| first batch:", {k: v.shape for k, v in batches.at(0).items()})
 
 # %% [markdown]
 # ## Voxel Poisson systems

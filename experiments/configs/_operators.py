@@ -28,6 +28,25 @@ def model_config(**overrides) -> ml_collections.ConfigDict:
     return cfg
 
 
+def data_config(**fields) -> ml_collections.ConfigDict:
+    """`config.data` of an operator config: its problem's `fields`, plus where the
+    data come from.
+
+    - `path`: `""` (default) generates the data in-process from the other keys;
+      a path reads a file written by `python -m solvers.generate` instead
+      (`n_train` samples of index `< n_train` for training, the next `n_test`
+      for testing; `resolution` and any physical key must match the file).
+    - `path_2x`: with `path`, a file of the same problem at a finer resolution
+      for the zero-shot test (its samples `n_train … n_train + n_test − 1`);
+      `""` for none.
+    """
+    cfg = ml_collections.ConfigDict()
+    cfg.path = ""
+    cfg.path_2x = ""
+    cfg.update(fields)
+    return cfg
+
+
 def base_config(name: str, task: str, steps: int) -> ml_collections.ConfigDict:
     """The keys every operator config shares: run, `model.*`, `train.*` and `optimizer.*`.
 

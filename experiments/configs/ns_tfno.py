@@ -6,19 +6,22 @@ generated in-process (a few minutes on a CPU); 2,000 steps of batch 8 (about
 15 minutes on a laptop CPU). Evaluated at 64² and zero-shot
 at 128² (the same initial functions on the finer grid).
 
-`python -m experiments.run --config experiments/configs/ns_tfno.py[:tiny]`
+`python -m experiments.run --config experiments/configs/ns_tfno.py[:tiny]`;
+`--config.data.path=FILE` (and `--config.data.path_2x=FILE`) reads files written
+by `python -m solvers.generate navier_stokes` instead of generating in-process
+(the target is the last recorded time).
 """
 
 import ml_collections
 
-from experiments.configs._operators import base_config, make_tiny
+from experiments.configs._operators import base_config, data_config, make_tiny
 from sciml.experiment import defaults
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = base_config("ns_tfno", "experiments.tasks.operators_ns", steps=2000)
     config.train.batch_size = 8
-    config.data = ml_collections.ConfigDict()
+    config.data = data_config()
     config.data.n_train = 1000
     config.data.n_test = 100
     config.data.resolution = 64

@@ -88,6 +88,66 @@ class OperatorData:
         )
 
 
+def _last_time(data, key: str) -> np.ndarray:
+    """The array `key`, `(n, channel, *grid)`: a trajectory gives its last record."""
+    array = np.asarray(data[key])
+    axes = data.axes.get(key, ())
+    if "time" in axes:
+        array = np.take(array, -1, axis=axes.index("time"))
+    return array
+
+
+def arrays_from_files(d, *, problem: str) -> tuple[np.ndarray, ...]:
+    """Train / test (and 2× test) `(inputs, outputs)` arrays, `(n, channel, *grid)`,
+    read with `sciml.data` from the files `d.path` (and `d.path_2x`) of a
+    `data_config` (see `experiments.configs._operators.data_config`).
+
+    Raises `ValueError` naming the config key when a file holds another problem,
+    another resolution, other physical parameters than the config, or too few
+    finished samples.
+    """
+    from sciml.data import read_dataset, read_resolutions, train_test_split
+
+    n_train, n_test = int(d.n_train), int(d.n_test)
+    data = read_dataset(d.path, ["inputs", "outputs"])
+    if data.attrs.get("problem") != problem:
+        raise ValueError(
+            f"config.data.path: {d.path} holds problem {data.attrs.get('problem')!r}, "
+            f"this task needs {problem!r}."
+        )
+    if data.resolution != int(d.resolution):
+        raise ValueError(
+            f"config.data.path: {d.path} has resolution {data.resolution}, the config "
+            f"{int(d.resolution)}; set --config.data.resolution={data.resolution}."
+        )
+    differ = [
+        f"{key} (file {value!r}, config {d[key]!r})"
+        for key, value in data.params.items()
+        if key in d and d[key] != value
+    ]
+    if differ:
+        raise ValueError(
+            f"config.data.path: {d.path} was generated with other parameters: "
+            + ", ".join(differ)
+            + "."
+        )
+    train, test = train_test_split(data, n_train, n_test)
+    if len(train) != n_train or len(test) != n_test:
+        raise ValueError(
+            f"config.data.path: {d.path} holds {len(train)} finished samples of index < "
+            f"{n_train} and {len(test)} in [{n_train}, {n_train + n_test}); the config asks "
+            f"for {n_train} and {n_test} (lower config.data.n_train / n_test, or finish the "
+            "file by running its generator command again)."
+        )
+    arrays = [_last_time(part, key) for part in (train, test) for key in ("inputs", "outputs")]
+    if d.path_2x:
+        fine = read_resolutions([data, d.path_2x], ["inputs", "outputs"])
+        fine = [v for r, v in fine.items() if r != data.resolution][0]
+        fine_test = fine.select(test.indices)
+        arrays += [_last_time(fine_test, "inputs"), _last_time(fine_test, "outputs")]
+    return tuple(arrays)
+
+
 def predict(model, x, batch_size: int = 16):
     """`model` applied to every sample of `x`, `batch_size` samples at a time."""
     return _predict(model, x, batch_size)
@@ -169,17 +229,21 @@ def make_evaluate(data: OperatorData, *, periodic: bool, domain_length, domain_l
 
 
 def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("input", "truth")):
-    """input / truth / prediction / |error| of the first test sample, at 1× and 2×."""
+    """input / truth / prediction / |error| of the first test sample, one row per
+    grid (the training grid and, if present, the zero-shot finer grid; the grid
+    is named on the row, so the panel titles stay short)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [("", data.x_test, data.y_test)]
+    s = data.x_test.shape[-1]
+    rows = [(f"test sample 0\n{s}×{s} (training grid)", data.x_test, data.y_test)]
     if data.x_test_2x is not None:
-        rows.append((" (2× resolution, zero-shot)", data.x_test_2x, data.y_test_2x))
-    fig, axes = plt.subplots(len(rows), 4, figsize=(13, 3.2 * len(rows)), squeeze=False)
-    for row, (suffix, x, y) in zip(axes, rows):
+        s2 = data.x_test_2x.shape[-1]
+        rows.append((f"test sample 0\n{s2}×{s2} (zero-shot)", data.x_test_2x, data.y_test_2x))
+    fig, axes = plt.subplots(len(rows), 4, figsize=(13, 3.3 * len(rows)), squeeze=False)
+    for row, (row_label, x, y) in zip(axes, rows):
         x0 = np.asarray(x[0, 0]) * data.x_std + data.x_mean
         y0 = np.asarray(y[0, 0]) * data.y_std
         pred = np.asarray(predict(model, x[:1], batch_size=1)[0, 0]) * data.y_std
@@ -193,11 +257,13 @@ def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("inpu
         for ax, (field, title, cmap) in zip(row, panels):
             kwargs = {"vmin": -vmax, "vmax": vmax} if cmap == "RdBu_r" else {}
             image = ax.imshow(field.T, origin="lower", cmap=cmap, **kwargs)
-            ax.set(title=title + suffix, xticks=[], yticks=[])
+            ax.set(title=title, xticks=[], yticks=[])
             fig.colorbar(image, ax=ax, fraction=0.046)
+        row[0].set_ylabel(row_label)
     fig.tight_layout()
     fig.savefig(plot_dir / "predictions.png", dpi=110)
     plt.close(fig)
+    return fig
 
 
 def train_step_memory(model, loss_fn, batch, optimizer) -> int | None:

@@ -2,7 +2,9 @@
 to the pressure `u` (Li et al. 2021; the neuraloperator Darcy example).
 
 Data come from `solvers.darcy` (finite differences on the node grid with boundary
-nodes, `s` points per side), generated in-process and cached for the run. The
+nodes, `s` points per side), generated in-process and cached for the run, or
+read from files of `python -m solvers.generate darcy` (`config.data.path`,
+`config.data.path_2x`). The
 zero-shot super-resolution test set uses the nested grid `2s − 1`, on which the
 random coefficients are the same functions. Losses and metrics are relative and
 use non-periodic finite differences (the data are not periodic) with grid
@@ -15,7 +17,7 @@ import functools
 
 import numpy as np
 
-from experiments.tasks.operators_common import OperatorData, build_experiment
+from experiments.tasks.operators_common import OperatorData, arrays_from_files, build_experiment
 from sciml.experiment import Experiment, train_experiment
 
 
@@ -35,9 +37,16 @@ def darcy_data(n_train: int, n_test: int, resolution: int, seed: int, super_reso
 
 def build(config) -> Experiment:
     d = config.data
-    arrays = darcy_data(
-        int(d.n_train), int(d.n_test), int(d.resolution), int(config.seed), bool(d.super_resolution)
-    )
+    if d.get("path"):
+        arrays = arrays_from_files(d, problem="darcy")
+    else:
+        arrays = darcy_data(
+            int(d.n_train),
+            int(d.n_test),
+            int(d.resolution),
+            int(config.seed),
+            bool(d.super_resolution),
+        )
     data = OperatorData.from_arrays(*arrays)
     s = int(d.resolution)
     return build_experiment(

@@ -2,7 +2,9 @@
 MG-TFNO learns the map from the initial vorticity `ω(0)` to `ω(T)`.
 
 Data come from `solvers.navier_stokes` (pseudo-spectral, Crank–Nicolson/Heun),
-generated in-process and cached for the run. The zero-shot super-resolution test
+generated in-process and cached for the run, or read from files of
+`python -m solvers.generate navier_stokes` (`config.data.path`, `config.data.path_2x`;
+the target is the last recorded time). The zero-shot super-resolution test
 set is the same initial functions on the `2s` grid (`x_i = i/s` nests). Losses
 and metrics are relative, with periodic finite differences.
 """
@@ -13,7 +15,7 @@ import functools
 
 import numpy as np
 
-from experiments.tasks.operators_common import OperatorData, build_experiment
+from experiments.tasks.operators_common import OperatorData, arrays_from_files, build_experiment
 from sciml.experiment import Experiment, train_experiment
 
 
@@ -45,6 +47,8 @@ def ns_data(
 
 def data_from_config(config) -> OperatorData:
     d = config.data
+    if d.get("path"):
+        return OperatorData.from_arrays(*arrays_from_files(d, problem="navier_stokes"))
     arrays = ns_data(
         int(d.n_train),
         int(d.n_test),

@@ -32,7 +32,7 @@ import ml_collections
 
 from experiments.tasks.operators_common import build_model, train_step_memory
 from experiments.tasks.operators_ns import data_from_config, experiment
-from sciml.experiment import count_params, train_experiment
+from sciml.experiment import count_params, readable_log_ticks, train_experiment
 from sciml.training import make_optimizer
 
 
@@ -110,7 +110,7 @@ def markdown_table(rows: dict[str, dict], dense_params: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_compression(rows: dict[str, dict], plot_dir: Path) -> None:
+def plot_compression(rows: dict[str, dict], plot_dir: Path, title: str = "") -> None:
     """Test relative L2 error against parameter count, one point per model."""
     import matplotlib
 
@@ -124,6 +124,10 @@ def plot_compression(rows: dict[str, dict], plot_dir: Path) -> None:
         marker = "s" if spec == "dense" else ("^" if spec.startswith("mg") else "o")
         ax.loglog(r["n_params"], r["test_rel_l2"], marker, label=spec)
     ax.set(xlabel="parameters", ylabel="test relative L2 error")
+    ax.set_title(f"{title}: error against size" if title else "error against size")
+    readable_log_ticks(ax, "x")
+    readable_log_ticks(ax, "y")
+    ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(plot_dir / "compression.png", dpi=120)
@@ -147,7 +151,7 @@ def train_and_evaluate(config, workdir: Path) -> dict:
         model_dir = Path(workdir) / "models" / spec.replace(":", "-")
         rows[spec] = train_model(config, spec, data, model_dir)
     (Path(workdir) / "table.md").write_text(markdown_table(rows, dense_params))
-    plot_compression(rows, Path(workdir) / "plots")
+    plot_compression(rows, Path(workdir) / "plots", title=str(config.name))
     summary = {"dense_params": dense_params}
     for spec, row in rows.items():
         row = {**row, "compression": dense_params / row["n_params"]}

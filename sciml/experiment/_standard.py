@@ -145,7 +145,12 @@ def train_experiment(
         plot_dir.mkdir(parents=True, exist_ok=True)
         if experiment.plot is not None:
             experiment.plot(result.model, plot_dir)
-        plot_loss(workdir / "metrics.jsonl", plot_dir)
+        plot_loss(
+            workdir / "metrics.jsonl",
+            plot_dir,
+            run_name=str(config.name) if description is None else description,
+            loss_name=config.train.get("loss"),
+        )
     summary = {
         "final_loss": result.metrics.get("loss"),
         "steps": result.step,

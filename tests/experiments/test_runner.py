@@ -253,3 +253,60 @@ def test_resume_with_more_steps_stretches_the_schedule(tmp_path, capsys):
     summary = json.loads((run / "summary.json").read_text())
     error = float(relative_l2(jax.vmap(model)(x_test), y_test))
     np.testing.assert_allclose(error, summary["test_rel_l2"], rtol=1e-12)
+
+
+def _text_inside_figure(fig) -> list[str]:
+    """The axes of `fig` whose drawn extent (title, labels, tick labels, legend)
+    reaches outside the figure, so that saving clips it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # a closed figure keeps no canvas of its own
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    bounds = fig.bbox
+    outside = []
+    for ax in fig.axes:  # everything an axis draws: title, labels, ticks, legend
+        box = ax.get_tightbbox(renderer)
+        if box.x0 < bounds.x0 - 1 or box.x1 > bounds.x1 + 1 or box.y0 < bounds.y0 - 1:
+            outside.append(ax.get_title() or ax.get_ylabel() or repr(ax))
+        elif box.y1 > bounds.y1 + 1:
+            outside.append(ax.get_title() or ax.get_ylabel() or repr(ax))
+    return outside
+
+
+def test_loss_plot_shows_training_and_evaluation_with_names(tmp_path):
+    from sciml.experiment import plot_loss
+
+    train = [(10, 0.98), (20, 0.71), (30, 0.44), (40, 0.41), (50, 0.38)]
+    evals = [(25, 0.52, 0.61), (50, 0.40, 0.47)]
+    with open(tmp_path / "metrics.jsonl", "w") as f:
+        for step, loss in train:
+            f.write(json.dumps({"split": "train", "step": step, "loss": loss}) + "\n")
+        for step, h1, l2 in evals:
+            record = {"split": "eval", "step": step, "test_rel_h1": h1, "test_rel_l2": l2}
+            f.write(json.dumps(record) + "\n")
+    fig = plot_loss(tmp_path / "metrics.jsonl", tmp_path, run_name="darcy_fno", loss_name="h1")
+    assert (tmp_path / "loss.png").is_file()
+    (ax,) = fig.axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"training h1 loss", "evaluation: test_rel_h1", "evaluation: test_rel_l2"}
+    np.testing.assert_array_equal(lines["training h1 loss"].get_xdata(), [s for s, _ in train])
+    np.testing.assert_array_equal(lines["training h1 loss"].get_ydata(), [v for _, v in train])
+    np.testing.assert_array_equal(lines["evaluation: test_rel_h1"].get_ydata(), [0.52, 0.40])
+    assert lines["evaluation: test_rel_h1"].get_linestyle() == "-"  # the metric of the loss
+    assert lines["evaluation: test_rel_l2"].get_linestyle() == "--"
+    assert "darcy_fno" in ax.get_title() and "h1" in ax.get_ylabel()
+    # Readable ticks on a narrow log range (0.38 .. 0.98): several plain labels.
+    assert _text_inside_figure(fig) == []  # draws the figure, so tick labels are set
+    low, high = ax.get_ylim()
+    labels = [
+        t.get_text()
+        for t in ax.get_yticklabels()
+        if t.get_text() and low <= t.get_position()[1] <= high
+    ]
+    assert len(labels) >= 3, labels
+    for label in labels:
+        float(label)  # plain numbers such as "0.4", not "4×10^{-1}" mathtext
+    # No training records: nothing is written.
+    (tmp_path / "empty.jsonl").write_text("")
+    assert plot_loss(tmp_path / "empty.jsonl", tmp_path / "nowhere") is None

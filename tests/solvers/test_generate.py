@@ -1,12 +1,16 @@
 """`python -m solvers.generate`: resumable, deterministic, refuses foreign files."""
 
+import datetime
 import functools
+import json
 
 import h5py
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from solvers import darcy, generate
+from solvers import burgers, darcy, generate, poisson
 
 
 def _read(path):
@@ -19,8 +23,9 @@ def test_matches_make_dataset_and_is_deterministic(tmp_path):
     data, attrs = _read(out)
     ref = darcy.make_dataset(5, 17, seed=3)
     assert data["done"].all() and attrs["problem"] == "darcy" and attrs["seed"] == 3
-    np.testing.assert_array_equal(data["inputs"], ref["inputs"].astype(np.float32))
-    np.testing.assert_array_equal(data["outputs"], ref["outputs"].astype(np.float32))
+    # The file adds a channel axis (axis 1) to the arrays of make_dataset.
+    np.testing.assert_array_equal(data["inputs"][:, 0], ref["inputs"].astype(np.float32))
+    np.testing.assert_array_equal(data["outputs"][:, 0], ref["outputs"].astype(np.float32))
     again = generate.generate("darcy", 5, 17, tmp_path / "b.h5", seed=3, chunk=5, progress=False)
     for key in ("inputs", "outputs"):
         np.testing.assert_array_equal(_read(again)[0][key], data[key])
@@ -63,7 +68,7 @@ def test_resume_completes_only_missing_samples(tmp_path, monkeypatch):
     resumed = _read(path)[0]
     for key in ("inputs", "outputs", "times", "done"):
         np.testing.assert_array_equal(resumed[key], full[key])
-    assert resumed["outputs"].shape == (5, 2, 16, 16)
+    assert resumed["outputs"].shape == (5, 2, 1, 16, 16)  # (sample, time, channel, x, y)
 
 
 def test_refuses_foreign_or_mismatched_files(tmp_path):
@@ -105,7 +110,7 @@ def test_cli_and_bad_arguments(tmp_path, capsys):
     )
     assert code == 0
     data, attrs = _read(out)
-    assert data["outputs"].shape == (3, 2, 9, 9) and data["outputs"].dtype == np.float64
+    assert data["outputs"].shape == (3, 2, 1, 9, 9) and data["outputs"].dtype == np.float64
     assert attrs["precision"] == "float64"
     code = generate.main(
         [
@@ -127,3 +132,75 @@ def test_cli_and_bad_arguments(tmp_path, capsys):
     assert not (tmp_path / "y.h5").exists()
     with pytest.raises(ValueError, match="problem"):
         generate.generate("wave", 2, 16, tmp_path / "z.h5")
+
+
+def test_files_describe_themselves(tmp_path):
+    params = {"t_final": 0.02, "record_every": 0.01, "dt": 0.01, "viscosity": 1e-4}
+    out = generate.generate(
+        "navier_stokes", 2, 8, tmp_path / "ns.h5", params=params, progress=False
+    )
+    with h5py.File(out, "r") as f:
+        # Each physical parameter is its own attribute, defaults included.
+        assert f.attrs["viscosity"] == 1e-4 and f.attrs["forcing"] == "fno"
+        assert f.attrs["t_final"] == 0.02 and f.attrs["batch_size"] == 32
+        assert "periodic" in f.attrs["grid"] and "Crank-Nicolson" in f.attrs["scheme"]
+        assert f.attrs["package"] == "solvers" and f.attrs["package_version"]
+        created = datetime.datetime.fromisoformat(f.attrs["created"])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        assert datetime.timedelta(0) <= now - created < datetime.timedelta(hours=1)
+        assert f["inputs"].attrs["axes"] == "sample, channel, x, y"
+        assert f["outputs"].attrs["axes"] == "sample, time, channel, x, y"
+        assert list(f["outputs"].attrs["fields"]) == ["vorticity"]
+        for key in ("inputs", "outputs"):
+            assert len(f[key].attrs["axes"].split(",")) == f[key].ndim
+        assert f["outputs"].shape == (2, 2, 1, 8, 8)
+        assert json.loads(f.attrs["params"])["viscosity"] == 1e-4
+
+
+def test_burgers_file_matches_the_solver_called_directly(tmp_path):
+    params = {"t_final": 0.02, "n_records": 2, "dt": 1e-3}
+    out = generate.generate(
+        "burgers",
+        3,
+        16,
+        tmp_path / "b.h5",
+        seed=4,
+        params=params,
+        chunk=2,
+        precision="float64",
+        progress=False,
+    )
+    with h5py.File(out, "r") as f:
+        u0, u, times = f["inputs"][:, 0], f["outputs"][:, :, 0], f["times"][...]
+        assert f["outputs"].attrs["axes"] == "sample, time, channel, x"
+    expected_u0 = burgers.random_initial(jax.random.key(4), 3, 16, dtype=jnp.float64)
+    np.testing.assert_array_equal(u0, np.asarray(expected_u0))
+    np.testing.assert_allclose(times, [0.01, 0.02])
+    direct = burgers.solve(jnp.asarray(u0), burgers.BurgersParams(dt=1e-3), times)
+    np.testing.assert_allclose(u, np.asarray(direct), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_poisson_file_solves_its_systems(tmp_path, dim):
+    out = generate.generate(
+        "poisson",
+        2,
+        8,
+        tmp_path / "p.h5",
+        seed=1,
+        params={"dim": dim},
+        precision="float64",
+        progress=False,
+    )
+    with h5py.File(out, "r") as f:
+        assert f["inputs"].attrs["axes"] == "sample, channel, " + ", ".join("xyz"[:dim])
+        assert f.attrs["dim"] == dim and "cell-centred" in f.attrs["grid"]
+        b, x, labels = f["inputs"][:, 0], f["outputs"][:, 0], f["labels"][:, 0]
+    assert labels.dtype == np.int8 and b.shape == (2, *(8,) * dim)
+    for i in range(2):
+        # The stored solution solves the stored system: A x = b on the fluid cells
+        # (A assembled independently of the solve), and the solver agrees.
+        fluid = labels[i] == poisson.FLUID
+        residual = poisson.assemble(labels[i]) @ x[i].ravel() - b[i].ravel()
+        assert np.abs(residual[fluid.ravel()]).max() < 1e-10 * np.abs(b[i]).max()
+        np.testing.assert_allclose(x[i], poisson.solve(labels[i], b[i]), atol=1e-12)
