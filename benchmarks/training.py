@@ -46,14 +46,21 @@ def _problem(width: int, batch: int):
     return model, (x, y), loss_fn
 
 
-def bench_fit(width: int, batch: int, steps: int) -> dict:
-    model, data, loss_fn = _problem(width, batch)
-    optimizer = make_optimizer({"learning_rate": 1e-3})
+def _batch_fn(data, batch: int):
+    """A jitted `(step, key) -> batch` drawing `batch` random rows of `data`."""
 
     @jax.jit
     def batch_fn(step, key):
         index = jax.random.randint(key, (batch,), 0, batch)
         return data[0][index], data[1][index]
+
+    return batch_fn
+
+
+def bench_fit(width: int, batch: int, steps: int) -> dict:
+    model, data, loss_fn = _problem(width, batch)
+    optimizer = make_optimizer({"learning_rate": 1e-3})
+    batch_fn = _batch_fn(data, batch)
 
     def run_fit(n):
         start = time.perf_counter()
@@ -94,11 +101,7 @@ def bench_fit(width: int, batch: int, steps: int) -> dict:
 def bench_batch_check(width: int, batch: int, steps: int) -> dict:
     model, data, loss_fn = _problem(width, batch)
     optimizer = make_optimizer({"learning_rate": 1e-3})
-
-    @jax.jit
-    def batch_fn(step, key):
-        index = jax.random.randint(key, (batch,), 0, batch)
-        return data[0][index], data[1][index]
+    batch_fn = _batch_fn(data, batch)
 
     def eager_checked(step, key):
         x, y = batch_fn(step, key)
