@@ -75,3 +75,23 @@ def check_finite(name: str, value: Any) -> Any:
         f"`{name}` must be finite, got {n_nan} NaN and {n_bad - n_nan} infinite "
         f"entries (of {int(np.prod(np.shape(value)))})."
     )
+
+
+def check_positive_finite(name: str, value: Any) -> Any:
+    """Returns `value` if every entry is finite and `> 0` (a scalar or an array,
+    e.g. a time step); raises a `ValueError` naming `name` otherwise.
+
+    Traced values (inside `jit`, `vmap`, `grad`) pass unchecked, as in
+    `check_finite`.
+    """
+    if isinstance(value, jax.core.Tracer):
+        return value
+    array = np.asarray(value)
+    if array.dtype == object or not (
+        np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
+    ):
+        raise TypeError(f"`{name}` must be a positive real number, got {value!r}.")
+    if array.dtype == bool or not bool(np.all(np.isfinite(array) & (array > 0))):
+        shown = value if array.size == 1 else f"an array with min {np.nanmin(array)!r}"
+        raise ValueError(f"`{name}` must be finite and > 0, got {shown}.")
+    return value
