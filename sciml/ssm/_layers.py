@@ -212,7 +212,9 @@ class RecurrentSSM(eqx.Module):
     Made by [`S4D.recurrent`][sciml.ssm.S4D.recurrent] or
     [`S5.recurrent`][sciml.ssm.S5.recurrent], so that autoregressive loops do not
     discretise again at every token. `step` and `init_state` are those of the
-    layer; `__call__` runs the recurrence over a whole sequence.
+    layer; `__call__` runs the recurrence over a whole sequence. `check_finite`
+    is the layer's: a concrete (eager) input holding NaN or Inf raises
+    `ValueError`; traced inputs are not checked.
     """
 
     Lambda_bar: Complex[Array, "..."]
