@@ -180,11 +180,10 @@ def bench_check_cost(repeats):
     model = SequenceModel(H, 10, d_model=H, n_layers=4, state_size=N, dtype=jnp.float32, key=key)
     labels = jax.random.randint(jax.random.key(2), (batch,), 0, 10)
     optimizer = optax.adam(1e-3)
-    params = eqx.filter(model, eqx.is_inexact_array)
-    opt_state = optimizer.init(params)
 
     def make_step(model):
         params, static = eqx.partition(model, eqx.is_inexact_array)
+        opt_state = optimizer.init(params)
 
         @jax.jit
         def step(params, opt_state, u, labels):
