@@ -130,7 +130,7 @@ def _check_tolerance(name, value):
         raise TypeError(f"`{name}` must be a real number >= 0 or None; got {value!r}.")
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(
-            f"`{name}` must be finite and >= 0, or None (the dtype's default); got {value!r}."
+            f"`{name}` must be >= 0 and finite, or None (the dtype's default); got {value!r}."
         )
 
 
@@ -309,7 +309,7 @@ class DampedNewton(AbstractBackup):
         _check_tolerances(self.rtol, self.atol)
         _check_guess(self.guess)
         if not (self.damping > 0 and math.isfinite(self.damping)):
-            raise ValueError(f"`damping` must be finite and > 0; got {self.damping!r}.")
+            raise ValueError(f"`damping` must be positive and finite; got {self.damping!r}.")
 
     def tolerance(self, dtype) -> _Tolerance:
         return _tolerance(self.rtol, self.atol, dtype)

@@ -70,7 +70,7 @@ def test_kalman_sigma2_must_be_positive_and_finite(sigma2):
 @pytest.mark.parametrize("value", [np.nan, np.inf, -1e-3])
 def test_tolerances_must_be_finite_and_non_negative(name, value):
     for solver in (Newton, DampedNewton):
-        with pytest.raises(ValueError, match=f"`{name}` must be finite and >= 0"):
+        with pytest.raises(ValueError, match=f"`{name}` must be >= 0 and finite"):
             solver(**{name: value})
 
 
@@ -82,7 +82,7 @@ def test_omega_out_of_range(value):
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, 0.0, -1.0])
 def test_damping_must_be_positive_and_finite(value):
-    with pytest.raises(ValueError, match="`damping` must be finite and > 0"):
+    with pytest.raises(ValueError, match="`damping` must be positive and finite"):
         DampedNewton(damping=value)
 
 
