@@ -66,11 +66,14 @@ def check_finite(name: str, value: Any) -> Any:
     if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating)):
         return value
     xp = np if isinstance(value, np.ndarray | np.generic | float | complex) else jnp
-    finite = xp.isfinite(value)
-    if bool(finite.all()):
-        return value
-    n_nan = int(xp.isnan(value).sum())
-    n_bad = int((~finite).sum())
+    # a concrete array met while tracing (a constant inside `jit`) is checked now,
+    # not staged into the traced computation
+    with jax.ensure_compile_time_eval():
+        finite = xp.isfinite(value)
+        if bool(finite.all()):
+            return value
+        n_nan = int(xp.isnan(value).sum())
+        n_bad = int((~finite).sum())
     raise ValueError(
         f"`{name}` must be finite, got {n_nan} NaN and {n_bad - n_nan} infinite "
         f"entries (of {int(np.prod(np.shape(value)))})."
