@@ -10,7 +10,17 @@
 2. Step mode: tokens per second of autoregressive inference, a `lax.scan` of
    `layer.recurrent().step` over 1024 steps for a batch of 8 sequences.
 
+3. `--check-cost`: what the non-finite check costs (issue 12). S4D (H = 128,
+   N = 64, batch 8, L = 1k, float32) forward+backward and one Adam train step
+   of a 4-layer S4D `SequenceModel` (d_model 128), each three ways: no check in
+   the compiled code (today's layers under `jit`); the former in-layer check
+   (`eqx.error_if` on every layer's input, a host callback in the compiled
+   code, as `check_finite=True` did before); and today's policy, one
+   `sciml._checks.check_finite` of the batch on the host before each compiled
+   call (what `sciml.training.fit` does once per step).
+
 usage: python -m benchmarks.ssm [--quick]   (--quick: L = 256, 1k; fewer repeats)
+       python -m benchmarks.ssm --check-cost
 """
 
 from __future__ import annotations
@@ -20,9 +30,12 @@ import argparse
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
+import optax
 
 from benchmarks._common import emit, environment, time_fn
-from sciml.ssm import S4D, S5
+from sciml._checks import check_finite
+from sciml.ssm import S4D, S5, SequenceModel
 from sciml.training import peak_memory_bytes
 
 
@@ -125,15 +138,133 @@ def bench_step(name, layer, batch, steps):
     )
 
 
+def _in_layer_check(model):
+    """`model` with every S4D layer's input passed through `eqx.error_if` first:
+    the in-layer check that `check_finite=True` compiled into each layer before
+    issue 12 (a host callback per layer call in the compiled code)."""
+
+    class Checked(eqx.Module):
+        layer: S4D
+
+        def __call__(self, u, **kwargs):
+            u = eqx.error_if(u, ~jnp.all(jnp.isfinite(u)), "S4D: input is not finite.")
+            return self.layer(u, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.layer, name)
+
+    is_layer = lambda x: isinstance(x, S4D)  # noqa: E731
+    return jax.tree_util.tree_map(
+        lambda x: Checked(x) if is_layer(x) else x, model, is_leaf=is_layer
+    )
+
+
+def _host_checked(fn):
+    """`fn` after one host-side `check_finite` of the batch (today's policy)."""
+
+    def call(model, *batch):
+        for i, x in enumerate(batch):
+            check_finite(f"batch[{i}]", x)
+        return fn(model, *batch)
+
+    return call
+
+
+def bench_check_cost(repeats):
+    H, N, batch, length = 128, 64, 8, 1024
+    key = jax.random.key(0)
+    u = jax.random.normal(jax.random.key(1), (batch, length, H), jnp.float32)
+    layer = S4D(H, N, dtype=jnp.float32, key=key)
+    _, layer_grad = _functions(lambda m, x: m(x))
+
+    model = SequenceModel(H, 10, d_model=H, n_layers=4, state_size=N, dtype=jnp.float32, key=key)
+    labels = jax.random.randint(jax.random.key(2), (batch,), 0, 10)
+    optimizer = optax.adam(1e-3)
+
+    def make_step(model):
+        params, static = eqx.partition(model, eqx.is_inexact_array)
+        opt_state = optimizer.init(params)
+
+        @jax.jit
+        def step(params, opt_state, u, labels):
+            def loss(params):
+                logits = jax.vmap(eqx.combine(params, static))(u)
+                return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+            value, grads = jax.value_and_grad(loss)(params)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, value
+
+        return lambda m, u, labels: step(params, opt_state, u, labels)
+
+    cases = {
+        "S4D fwd+bwd (L=1k)": {
+            "no check (jit)": (layer_grad, layer, (u,)),
+            "in-layer eqx.error_if (before)": (layer_grad, _in_layer_check(layer), (u,)),
+            "host check of the batch (policy)": (_host_checked(layer_grad), layer, (u,)),
+        },
+        "train step (4×S4D, L=1k)": {
+            "no check (jit)": (make_step(model), model, (u, labels)),
+            "in-layer eqx.error_if (before)": (
+                make_step(_in_layer_check(model)),
+                model,
+                (u, labels),
+            ),
+            "host check of the batch (policy)": (
+                _host_checked(make_step(model)),
+                model,
+                (u, labels),
+            ),
+        },
+    }
+    # The variants of a case alternate, round after round, and each round's times are
+    # taken relative to that round's "no check": on a loaded machine the drift
+    # between rounds cancels. Reported: the median over rounds.
+    rows = []
+    for case, variants in cases.items():
+        for fn, m, args in variants.values():
+            time_fn(fn, m, *args, warmup=2, repeats=1, min_seconds=0.0)  # compile
+        samples = {variant: [] for variant in variants}
+        for _ in range(repeats):
+            for variant, (fn, m, args) in variants.items():
+                timing = time_fn(fn, m, *args, warmup=1, repeats=1, min_seconds=0.3)
+                samples[variant].append(timing["median_s"])
+        base = np.array(samples["no check (jit)"])
+        for variant, times in samples.items():
+            times = np.array(times)
+            ratio = float(np.median(times / base))
+            emit(
+                {
+                    "benchmark": "ssm.check_cost",
+                    "case": case,
+                    "variant": variant,
+                    "median_s": float(np.median(times)),
+                    "relative": ratio,
+                    "rounds": repeats,
+                }
+            )
+            rows.append((case, variant, float(np.median(times)), ratio))
+    print("\n| case | check | ms | relative |")
+    print("| --- | --- | --- | --- |")
+    for case, variant, t, ratio in rows:
+        print(f"| {case} | {variant} | {1e3 * t:.1f} | {ratio:.2f}× |")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="L = 256 and 1k, fewer repeats")
+    parser.add_argument(
+        "--check-cost", action="store_true", help="cost of the non-finite check only"
+    )
     parser.add_argument(
         "--max-gb", type=float, default=6.0, help="only compile (no timing) above this peak memory"
     )
     args = parser.parse_args(argv)
     env = environment()
     emit({"benchmark": "ssm.environment", **env})
+    if args.check_cost:
+        bench_check_cost(repeats=7)
+        return
     lengths, repeats = ((256, 1024), 2) if args.quick else ((1024, 4096, 16384), 3)
     H, N, batch = 128, 64, 8
     key = jax.random.key(0)

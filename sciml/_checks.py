@@ -66,12 +66,35 @@ def check_finite(name: str, value: Any) -> Any:
     if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating)):
         return value
     xp = np if isinstance(value, np.ndarray | np.generic | float | complex) else jnp
-    finite = xp.isfinite(value)
-    if bool(finite.all()):
-        return value
-    n_nan = int(xp.isnan(value).sum())
-    n_bad = int((~finite).sum())
+    # a concrete array met while tracing (a constant inside `jit`) is checked now,
+    # not staged into the traced computation
+    with jax.ensure_compile_time_eval():
+        finite = xp.isfinite(value)
+        if bool(finite.all()):
+            return value
+        n_nan = int(xp.isnan(value).sum())
+        n_bad = int((~finite).sum())
     raise ValueError(
         f"`{name}` must be finite, got {n_nan} NaN and {n_bad - n_nan} infinite "
         f"entries (of {int(np.prod(np.shape(value)))})."
     )
+
+
+def check_positive_finite(name: str, value: Any) -> Any:
+    """Returns `value` if every entry is finite and `> 0` (a scalar or an array,
+    e.g. a time step); raises a `ValueError` naming `name` otherwise.
+
+    Traced values (inside `jit`, `vmap`, `grad`) pass unchecked, as in
+    `check_finite`.
+    """
+    if isinstance(value, jax.core.Tracer):
+        return value
+    array = np.asarray(value)
+    if array.dtype == object or not (
+        np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
+    ):
+        raise TypeError(f"`{name}` must be a positive real number, got {value!r}.")
+    if array.dtype == bool or not bool(np.all(np.isfinite(array) & (array > 0))):
+        shown = value if array.size == 1 else f"an array with min {np.nanmin(array)!r}"
+        raise ValueError(f"`{name}` must be finite and > 0, got {shown}.")
+    return value

@@ -33,9 +33,29 @@ class AbstractCell(eqx.Module):
     """Base class of recurrent cells; subclass it to write your own.
 
     Subclasses set the class attribute `structure` (`Diagonal()`, `Block(K)`
-    or `Dense()`), the fields or properties `input_size`, `hidden_size` and
-    `state_size`, and implement `step`; `project` and `readout` default to the
-    identity.
+    or `Dense()`), declare `input_size` and `hidden_size` as fields or
+    properties, and implement `step`; `project` and `readout` default to the
+    identity. `state_size` (the length of `h`) is `hidden_size` unless the
+    subclass declares it too, as a field or a property (an LSTM's state
+    `[c, h]` has `2 * hidden_size`).
+
+    For example, a leaky tanh cell with a diagonal Jacobian:
+
+    ```python
+    class Leaky(AbstractCell):
+        structure: ClassVar[AbstractStructure] = Diagonal()
+        a: Array
+        input_size: int = eqx.field(static=True)
+        hidden_size: int = eqx.field(static=True)
+        state_size: int = eqx.field(static=True)
+
+        def __init__(self, size: int):
+            self.a = jnp.full(size, 0.5)
+            self.input_size = self.hidden_size = self.state_size = size
+
+        def step(self, h, u):
+            return jnp.tanh(self.a * h + u)
+    ```
     """
 
     structure: ClassVar[AbstractStructure] = Dense()
@@ -43,10 +63,13 @@ class AbstractCell(eqx.Module):
     input_size: eqx.AbstractVar[int]
     hidden_size: eqx.AbstractVar[int]
 
-    @property
-    def state_size(self) -> int:
-        """Size of the recurrent state (`hidden_size` unless overridden)."""
-        return self.hidden_size
+    # `state_size` defaults to `hidden_size` through `__getattr__` (consulted only
+    # when normal lookup fails), not a property: a property on the base class
+    # would be a data descriptor that a subclass field of that name cannot set.
+    def __getattr__(self, name: str):
+        if name == "state_size":
+            return self.hidden_size
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def project(self, xs: Float[Array | np.ndarray, "length input"]) -> Array:
         """Input-only part of every step, for all steps at once: `(length, ...)`."""

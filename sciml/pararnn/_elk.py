@@ -26,6 +26,8 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
+from .._checks import check_positive_finite
+
 
 def _combine(earlier, later):
     a1, b1, c1, eta1, j1 = earlier
@@ -50,7 +52,16 @@ def kalman_filter_means(
 
     Independently per state element; `z_0 = 0` exactly (fold a known initial
     state into `b_1`), so `z_1 ~ N(b_1, 1)` a priori.
+
+    **Arguments:** `a`, `b`, `observations` of one shape `(length, n)`;
+    `sigma2`, the observation variance `σ² > 0` (finite; `1/σ²` is the damping
+    of [`DampedNewton`][sciml.pararnn.DampedNewton]). A concrete `sigma2 ≤ 0`
+    or non-finite one raises `ValueError` (a variance cannot be negative, and
+    `σ² = −1` divides by zero); traced values are not checked.
+
+    **Returns:** the filtered means `(length, n)`.
     """
+    check_positive_finite("sigma2", sigma2)
     gain = 1 / (1 + sigma2)
     a = jnp.asarray(a).at[0].set(0)
     innovation = observations - b

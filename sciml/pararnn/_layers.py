@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from .._checks import check_choice, check_positive_int, default_float_dtype
+from .._checks import check_choice, check_finite, check_positive_int, default_float_dtype
 from ..solution import Solution
 from ._cells import GRU, LSTM, AbstractCell, ParaGRU, ParaLSTM
 from ._solve import solve_recurrence
@@ -36,6 +36,12 @@ class RNN(eqx.Module):
     - `cell`: an [`AbstractCell`][sciml.pararnn.AbstractCell] (`ParaGRU`,
       `ParaLSTM`, `GRU`, `LSTM` or your own).
     - `solver`: an [`AbstractSolver`][sciml.pararnn.AbstractSolver].
+
+    Non-finite input (the package's policy): a concrete `xs` or `h0` holding
+    NaN or Inf (an eager call) raises a `ValueError` naming it before anything
+    runs; inside `jit`/`vmap`/`grad` nothing is checked on the host (check a
+    batch once, as `sciml.training.fit` does), and the parallel solvers report
+    it in their [`Solution`][sciml.solution.Solution] (`recurrence_nonfinite`).
     """
 
     # checked in __check_init__, with messages that say how to fix the call
@@ -72,7 +78,7 @@ class RNN(eqx.Module):
                 f"xs must have shape (length >= 1, input_size={cell.input_size}); got {xs.shape}. "
                 "Layers take one sample: jax.vmap over a batch."
             )
-        xs = eqx.error_if(xs, ~jnp.all(jnp.isfinite(xs)), "RNN: the input contains NaN or Inf.")
+        check_finite("xs", xs)  # concrete (eager) input only: see sciml._checks
         us = cell.project(xs)
         if h0 is None:
             floats = [
@@ -86,6 +92,7 @@ class RNN(eqx.Module):
                 f"h0 must have shape (state_size,) = ({cell.state_size},) for "
                 f"{type(cell).__name__}(hidden_size={cell.hidden_size}); got {h0.shape}."
             )
+        check_finite("h0", h0)
         return us, h0
 
     def solve(
@@ -139,6 +146,25 @@ def make_cell(
     if name.startswith("para"):
         return CELLS[name](input_size, hidden_size, num_heads, dtype=dtype, key=key)
     return CELLS[name](input_size, hidden_size, dtype=dtype, key=key)
+
+
+def _check_tokens(xs, vocabulary: int) -> None:
+    """Token ids must be integers in `[0, vocabulary)`; values are checked only
+    when concrete (an eager call), since JAX clamps out-of-range indices."""
+    dtype = jnp.result_type(xs)
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise TypeError(
+            f"`xs` must hold integer token ids (tokens=True); got dtype {dtype}. "
+            "Cast with xs.astype(jnp.int32), or build the model with tokens=False."
+        )
+    if isinstance(xs, jax.core.Tracer) or jnp.size(xs) == 0:
+        return
+    low, high = int(jnp.min(xs)), int(jnp.max(xs))
+    if low < 0 or high >= vocabulary:
+        raise ValueError(
+            f"`xs` token ids must lie in [0, {vocabulary}) (input_size={vocabulary}); got ids "
+            f"from {low} to {high}. Under jit they would be clamped silently."
+        )
 
 
 def _pointwise(module, xs):
@@ -207,8 +233,15 @@ class RNNModel(eqx.Module):
     - `mlp_ratio`: MLP width in units of `width`.
     - `solver`: the solver of every [`RNN`][sciml.pararnn.RNN] layer (default
       [`Auto()`][sciml.pararnn.Auto], `None`; set its `batch_size`).
-    - `tokens`: inputs are integer tokens of shape `(length,)`.
+    - `tokens`: inputs are integer tokens of shape `(length,)` with ids in
+      `[0, input_size)`. A concrete (eager) input with an id out of range, or
+      a non-integer dtype, raises `ValueError` / `TypeError`; under `jit` the
+      ids cannot be checked, and an out-of-range id is clamped to the nearest
+      valid one (JAX's indexing rule), so check token data before training.
     - `dtype`, `key`.
+
+    Real-valued inputs (`tokens=False`) follow the non-finite policy of
+    [`RNN`][sciml.pararnn.RNN]: checked when concrete, not under `jit`.
     """
 
     encoder: eqx.nn.Embedding | eqx.nn.Linear
@@ -271,6 +304,10 @@ class RNNModel(eqx.Module):
         if jnp.ndim(xs) != expected:
             kind = "tokens of shape (length,)" if self.tokens else "shape (length, input_size)"
             raise ValueError(f"RNNModel expects {kind}; got shape {jnp.shape(xs)}.")
+        if self.tokens:
+            _check_tokens(xs, self.encoder.num_embeddings)
+        else:
+            check_finite("xs", xs)
         hs = _pointwise(self.encoder, xs)
         diagnostics = []
         for block in self.blocks:

@@ -19,6 +19,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
+from .._checks import check_finite
 from ..recurrence import AutoScan, Dense, transposed_recurrence
 from ..solution import RESULTS, Solution, make_solution
 from ._solvers import (
@@ -233,6 +234,9 @@ def solve_recurrence(
     - `throw`: raise a runtime error when the returned states do not meet the
       tolerance or are not finite, or when `xs` or `h0` hold NaN or Inf
       (`recurrence_nonfinite`). With `throw=False` read `solution.result`.
+      With `throw=True`, a concrete (eager) `xs` or `h0` holding NaN or Inf
+      raises a `ValueError` naming it before anything runs (traced inputs are
+      not checked on the host, see `sciml._checks`).
 
     **Returns:** a [`Solution`][sciml.solution.Solution]: `value` the states
     `h_1..h_T` `(T, n)`; `result` `RESULTS.successful`,
@@ -261,6 +265,10 @@ def solve_recurrence(
             f"of shapes {[jnp.shape(leaf) for leaf in leaves]}."
         )
     (length,) = lengths
+    if throw:  # concrete (eager) input only: the non-finite policy of sciml._checks
+        check_finite("h0", h0)
+        for leaf in leaves:
+            check_finite("xs", leaf)
     solver = Fallback(Newton(), Sequential()) if solver is None else solver
     if not isinstance(solver, AbstractSolver):
         raise ValueError(

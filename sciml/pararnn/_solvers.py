@@ -19,6 +19,8 @@ over time by [`sciml.recurrence.linear_recurrence`][sciml.recurrence.linear_recu
 from __future__ import annotations
 
 import abc
+import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -119,10 +121,22 @@ def _tolerance(rtol, atol, dtype) -> _Tolerance:
     )
 
 
+def _check_tolerance(name, value):
+    """A tolerance: `None` (the dtype's default) or a finite real `>= 0`. NaN would
+    never compare as converged and `inf` always would, so both are errors."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"`{name}` must be a real number >= 0 or None; got {value!r}.")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"`{name}` must be >= 0 and finite, or None (the dtype's default); got {value!r}."
+        )
+
+
 def _check_tolerances(rtol, atol):
     for name, value in (("rtol", rtol), ("atol", atol)):
-        if value is not None and not value >= 0:
-            raise ValueError(f"`{name}` must be >= 0 or None (the dtype's default); got {value!r}.")
+        _check_tolerance(name, value)
 
 
 def _check_guess(guess):
@@ -229,7 +243,7 @@ class Newton(AbstractSolver):
         check_positive_int("window", self.window, allow_none=True)
         _check_tolerances(self.rtol, self.atol)
         _check_guess(self.guess)
-        if not 0 < self.omega <= 2:
+        if isinstance(self.omega, bool) or not 0 < self.omega <= 2:
             raise ValueError(f"`omega` must be in (0, 2]; got {self.omega!r}.")
         if not isinstance(self.linear, AbstractScanMethod):
             raise ValueError(
@@ -294,8 +308,8 @@ class DampedNewton(AbstractBackup):
         check_positive_int("max_steps", self.max_steps)
         _check_tolerances(self.rtol, self.atol)
         _check_guess(self.guess)
-        if not self.damping > 0:
-            raise ValueError(f"`damping` must be positive; got {self.damping!r}.")
+        if not (self.damping > 0 and math.isfinite(self.damping)):
+            raise ValueError(f"`damping` must be positive and finite; got {self.damping!r}.")
 
     def tolerance(self, dtype) -> _Tolerance:
         return _tolerance(self.rtol, self.atol, dtype)

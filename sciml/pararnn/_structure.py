@@ -11,6 +11,8 @@ catches.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +88,8 @@ def check_structure(
     structure.shape(hs.shape[-1])
     if rtol is None:
         rtol = 1e3 * float(jnp.finfo(hs.dtype).eps)
+    elif not (isinstance(rtol, numbers.Real) and math.isfinite(rtol) and rtol >= 0):
+        raise ValueError(f"`rtol` must be finite and >= 0, or None; got {rtol!r}.")
     error = float(eqx.filter_jit(structure_error)(fn, structure, hs, xs))
     if not error <= rtol:
         raise ValueError(

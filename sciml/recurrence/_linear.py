@@ -29,6 +29,7 @@ the algebra; the method supplies the evaluation order:
 from __future__ import annotations
 
 import abc
+import functools
 import math
 from typing import Any
 
@@ -49,6 +50,10 @@ def default_chunk_size(length: int) -> int:
     return int(min(256, max(16, 2 ** round(math.log2(max(length, 1)) / 2))))
 
 
+# The loop bodies below are built once per structure and cached: `lax.scan`
+# caches its traced body by function identity, so a fresh closure per call would
+# recompile the loop on every eager (un-jitted) call.
+@functools.cache
 def _combine(structure: AbstractStructure):
     def combine(earlier, later):
         a1, b1 = earlier
@@ -56,6 +61,26 @@ def _combine(structure: AbstractStructure):
         return structure.matmul(a2, a1), structure.matvec(a2, b1) + b2
 
     return combine
+
+
+@functools.cache
+def _sequential_step(structure: AbstractStructure):
+    def step(h, ab):
+        h = structure.matvec(ab[0], h) + ab[1]
+        return h, h
+
+    return step
+
+
+@functools.cache
+def _chunk_step(structure: AbstractStructure):
+    def step(carry, ab):
+        p, h = carry
+        p = structure.matmul(ab[0], p)
+        h = structure.matvec(ab[0], h) + ab[1]
+        return (p, h), (p, h)
+
+    return step
 
 
 class AbstractScanMethod(eqx.Module):
@@ -75,10 +100,7 @@ class SequentialScan(AbstractScanMethod):
         check_positive_int("unroll", self.unroll)
 
     def solve(self, structure, a, b):
-        def step(h, ab):
-            h = structure.matvec(ab[0], h) + ab[1]
-            return h, h
-
+        step = _sequential_step(structure)
         return lax.scan(step, jnp.zeros_like(b[0]), (a, b), unroll=self.unroll)[1]
 
 
@@ -113,12 +135,7 @@ class ChunkedScan(AbstractScanMethod):
 
         a, b = split(a), split(b)
 
-        def step(carry, ab):
-            p, h = carry
-            p = structure.matmul(ab[0], p)
-            h = structure.matvec(ab[0], h) + ab[1]
-            return (p, h), (p, h)
-
+        step = _chunk_step(structure)
         start = (structure.identity_like(a[0]), jnp.zeros_like(b[0]))
         _, (p, h) = lax.scan(step, start, (a, b))
         ends = AssociativeScan().solve(structure, p[-1], h[-1])  # state at each chunk end

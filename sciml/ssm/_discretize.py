@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float
 
+from .._checks import check_choice, check_positive_finite
 from .._custom_types import Real
 
 
@@ -22,9 +23,7 @@ DISCRETIZATIONS = ("zoh", "bilinear")
 
 def check_discretization(method: str) -> str:
     """Raises `ValueError` unless `method` is one of `DISCRETIZATIONS`."""
-    if method not in DISCRETIZATIONS:
-        raise ValueError(f"discretization must be one of {DISCRETIZATIONS}, got {method!r}.")
-    return method
+    return check_choice("discretization", method, DISCRETIZATIONS)
 
 
 def discrete_log_eigenvalues(
@@ -37,11 +36,14 @@ def discrete_log_eigenvalues(
     **Arguments:**
 
     - `Lambda`: continuous eigenvalues (any shape).
-    - `dt`: steps `Δ`, broadcastable against `Lambda`.
+    - `dt`: steps `Δ > 0` (finite), broadcastable against `Lambda`. A concrete
+      `dt ≤ 0` or non-finite `dt` raises `ValueError` (a negative step turns
+      the decaying `e^{Δλ}` into a growing one); traced values are not checked.
     - `method`: `"zoh"` or `"bilinear"`.
 
     **Returns:** `(log_Lambda_bar, gamma)`, both of the broadcast shape.
     """
+    check_positive_finite("dt", dt)
     dt_Lambda = dt * Lambda
     if check_discretization(method) == "zoh":
         return dt_Lambda, jnp.expm1(dt_Lambda) / Lambda
@@ -66,7 +68,8 @@ def discretize(
     - `B`: `Lambda`'s shape (one input per mode, S4D) or that shape plus
       trailing axes (rows of a MIMO input matrix, S5: `(P, H)`); the factor
       `γ` multiplies along the leading axes.
-    - `dt`: steps, broadcastable against `Lambda`.
+    - `dt`: steps `Δ > 0` (finite), broadcastable against `Lambda`; checked
+      when concrete, as in [`discrete_log_eigenvalues`][sciml.ssm.discrete_log_eigenvalues].
     - `method`: `"zoh"` or `"bilinear"`.
 
     **Returns:** `(Lambda_bar, B_bar)`.

@@ -165,6 +165,7 @@ def s5_init(
         Lambda, V = hippo_normal_eig(size)
         V_inv = V.conj().T
     elif init == "ptd":
+        _check_even(size, "state_size / blocks")  # PTD's spectrum is conjugate pairs
         Lambda, V, V_inv = ptd_eig(size)
         if conj_sym:
             Lambda, V, V_inv = ptd_modes(size)

@@ -12,6 +12,15 @@ and offer step mode for autoregressive use: `init_state()`, `step(state, u_t)`
 and `scan(u, state)` (a chunk of steps from a given state, returning the final
 state, so calls can be chained); `recurrent()` discretises once and returns a
 `RecurrentSSM` whose `step` loops use.
+
+Checks (the package's non-finite policy): the input's shape and dtype at
+trace time; with `check_finite=True` (default) a concrete input (an eager
+call) is checked for NaN/Inf on the host before anything runs, while inputs
+traced under `jit`/`vmap`/`grad` are not checked, so compiled layers carry no
+host callback (check a batch once, as `sciml.training.fit` does). An eager
+`__call__` runs one compiled function per input shape and mode (not one small
+computation per operation), so a script that calls a layer outside `jit`
+compiles it once.
 """
 
 from __future__ import annotations
@@ -22,9 +31,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Complex, Float, PRNGKeyArray
+from jaxtyping import Array, Complex, Float, Inexact, PRNGKeyArray
 
-from .._checks import default_float_dtype
+from .._checks import check_choice, check_finite, check_positive_finite, default_float_dtype
 from ._discretize import check_discretization, discrete_log_eigenvalues
 from ._init import S4D_INITS, S5_INITS, _check_even, log_dt_init, s4d_init, s5_init
 from ._kernel import causal_conv, causal_conv_complex, vandermonde_kernel
@@ -38,8 +47,39 @@ MIN_DECAY = 1e-4  # smallest |Re Λ| at initialisation (as state-spaces/s4)
 
 
 def _check_choice(value, name: str, accepted: tuple) -> None:
-    if value not in accepted:
-        raise ValueError(f"{name} must be one of {accepted}, got {value!r}.")
+    check_choice(name, value, accepted)
+
+
+# Inputs are annotated `Inexact` (not `Float`) so that a complex input reaches
+# `check_real_input` and its message, also under runtime type checking.
+
+# A pytree of labels built from a model is itself a (callable) Equinox module, so
+# optax.multi_transform calls it on the parameters as if it were a function.
+_LABELS_HINT = (
+    "If this came from optax (multi_transform / masked): a tree of labels made from an "
+    "Equinox model is itself callable, so optax calls it like a function; pass the "
+    "function `ssm_labels` (not `ssm_labels(params)`) as `param_labels`."
+)
+
+
+def check_real_input(owner: str, name: str, u) -> Array:
+    """`u` as an array, or a `TypeError` naming `name` if it is not a real array."""
+    if isinstance(u, eqx.Module):
+        raise TypeError(
+            f"{owner}: `{name}` must be an array, got a {type(u).__name__} module. {_LABELS_HINT}"
+        )
+    u = jnp.asarray(u)
+    if jnp.issubdtype(u.dtype, jnp.complexfloating):
+        raise TypeError(
+            f"{owner}: `{name}` must be real, got dtype {u.dtype}. The layers map real "
+            "sequences to real sequences (outputs are `c Re(C x) + D u`); pass the real and "
+            "imaginary parts as separate features, e.g. `jnp.concatenate([u.real, u.imag], -1)`."
+        )
+    return u
+
+
+def _check_step_rescale(step_rescale):
+    return check_positive_finite("step_rescale", step_rescale)
 
 
 def _real_inverse(Lambda: np.ndarray, transform: str) -> np.ndarray:
@@ -101,13 +141,14 @@ class _DiagonalSSM(eqx.Module):
 
     def _check_input(self, u: Array) -> Array:
         name = type(self).__name__
+        u = check_real_input(name, "u", u)
         if u.ndim != 2 or u.shape[-1] != self.features:
             raise ValueError(
                 f"{name}: input must have shape (length, features) with "
                 f"features={self.features}, got shape {u.shape}."
             )
         if self.check_finite:
-            u = eqx.error_if(u, ~jnp.all(jnp.isfinite(u)), f"{name}: input is not finite.")
+            check_finite("u", u)
         return u
 
     def _check_mode(self, mode: str | None) -> str:
@@ -122,7 +163,7 @@ class _DiagonalSSM(eqx.Module):
     def step(
         self,
         state: Complex[Array, "..."],
-        u_t: Float[Array, " features"],
+        u_t: Inexact[Array, " features"],
         *,
         step_rescale: float = 1.0,
     ) -> tuple[Complex[Array, "..."], Float[Array, " features"]]:
@@ -135,7 +176,7 @@ class _DiagonalSSM(eqx.Module):
 
     def scan(
         self,
-        u: Float[Array, "length features"],
+        u: Inexact[Array, "length features"],
         state: Complex[Array, "..."] | None = None,
         *,
         step_rescale: float = 1.0,
@@ -157,13 +198,23 @@ class _DiagonalSSM(eqx.Module):
             )
 
 
+@eqx.filter_jit
+def _apply(layer: _DiagonalSSM, u: Array, mode: str, step_rescale) -> Array:
+    """The checked call of a layer, compiled: an eager call compiles once per
+    shape, mode and `step_rescale` instead of dispatching (and compiling) every
+    operation; under an outer `jit` it is inlined."""
+    return layer._apply(u, mode, step_rescale)
+
+
 class RecurrentSSM(eqx.Module):
     """A discretised S4D or S5 layer for step mode: `(Λ̄, B̄, C, D)` computed once.
 
     Made by [`S4D.recurrent`][sciml.ssm.S4D.recurrent] or
     [`S5.recurrent`][sciml.ssm.S5.recurrent], so that autoregressive loops do not
     discretise again at every token. `step` and `init_state` are those of the
-    layer; `__call__` runs the recurrence over a whole sequence.
+    layer; `__call__` runs the recurrence over a whole sequence. `check_finite`
+    is the layer's: a concrete (eager) input holding NaN or Inf raises
+    `ValueError`; traced inputs are not checked.
     """
 
     Lambda_bar: Complex[Array, "..."]
@@ -174,19 +225,31 @@ class RecurrentSSM(eqx.Module):
     scale: float = eqx.field(static=True)
     check_finite: bool = eqx.field(static=True)
 
+    def _check_sequence(self, u) -> Array:
+        u = check_real_input("RecurrentSSM", "u", u)
+        features = self.D.shape[0]
+        if u.ndim != 2 or u.shape[-1] != features:
+            raise ValueError(
+                f"RecurrentSSM: `u` must have shape (length, {features}), got {u.shape}."
+            )
+        if self.check_finite:
+            check_finite("u", u)
+        return u
+
     def init_state(self) -> Complex[Array, "..."]:
         """Zero state: `(H, N/2)` (S4D) or `(P',)` (S5), complex."""
         return jnp.zeros(self.Lambda_bar.shape, self.Lambda_bar.dtype)
 
     def step(
-        self, state: Complex[Array, "..."], u_t: Float[Array, " features"]
+        self, state: Complex[Array, "..."], u_t: Inexact[Array, " features"]
     ) -> tuple[Complex[Array, "..."], Float[Array, " features"]]:
         """`x ← Λ̄x + B̄u_t`, `y_t = c Re(Cx) + Du_t`. Returns `(state, y_t)`."""
         features = self.D.shape[0]
+        u_t = check_real_input("RecurrentSSM.step", "u_t", u_t)
         if u_t.shape != (features,):
-            raise ValueError(f"u_t must have shape ({features},), got {u_t.shape}.")
+            raise ValueError(f"`u_t` must have shape ({features},), got {u_t.shape}.")
         if self.check_finite:
-            u_t = eqx.error_if(u_t, ~jnp.all(jnp.isfinite(u_t)), "u_t is not finite.")
+            check_finite("u_t", u_t)
         if self.mimo:
             state = self.Lambda_bar * state + self.B_bar @ u_t.astype(self.B_bar.dtype)
             y = (self.C @ state).real
@@ -210,17 +273,17 @@ class RecurrentSSM(eqx.Module):
         return self.scale * y + self.D * u
 
     def scan(
-        self, u: Float[Array, "length features"], state: Complex[Array, "..."] | None = None
+        self, u: Inexact[Array, "length features"], state: Complex[Array, "..."] | None = None
     ) -> tuple[Float[Array, "length features"], Complex[Array, "..."]]:
         """`L` steps from `state` (zero if `None`) by a parallel scan; returns
         `(y, final_state)`, the same as `L` calls of `step`."""
+        u = self._check_sequence(u)
         states = linear_recurrence(self.Lambda_bar, self._inputs(u), state)
         return self._outputs(states, u), states[-1]
 
-    def __call__(self, u: Float[Array, "length features"]) -> Float[Array, "length features"]:
+    def __call__(self, u: Inexact[Array, "length features"]) -> Float[Array, "length features"]:
         """The recurrence over a sequence `(L, H)` from the zero state (`lax.scan`)."""
-        if self.check_finite:
-            u = eqx.error_if(u, ~jnp.all(jnp.isfinite(u)), "u is not finite.")
+        u = self._check_sequence(u)
         return self._outputs(sequential_recurrence(self.Lambda_bar, self._inputs(u)), u)
 
 
@@ -251,7 +314,10 @@ class S4D(_DiagonalSSM):
       clipped to `±b_clip` (reference `1`, `2`; `0.5`, `None` converges to
       HiPPO-LegS). Ignored by other inits.
     - `mode`: default evaluation path, `"conv"`, `"scan"` or `"recurrent"`.
-    - `check_finite`: report non-finite inputs with `eqx.error_if`.
+    - `check_finite`: raise a `ValueError` naming `u` when a concrete input
+      (an eager call) holds NaN or Inf. Inputs traced under `jit`, `vmap` or
+      `grad` are never checked (no host callback in compiled code): check a
+      batch once before the compiled step, as `sciml.training.fit` does.
     - `dtype`: parameter dtype (default: JAX's default float).
     - `key`: PRNG key (for `C`, `D`, `log Δ`).
 
@@ -319,7 +385,7 @@ class S4D(_DiagonalSSM):
         """`(log λ̄, B̄)` per channel, each `(H, N/2)`."""
         reps = (self.features // self.n_ssm, 1)
         Lambda, B = jnp.tile(self.Lambda, reps), jnp.tile(self.B, reps)
-        dt = jnp.exp(self.log_dt) * step_rescale
+        dt = jnp.exp(self.log_dt) * _check_step_rescale(step_rescale)
         log_Lambda_bar, gamma = discrete_log_eigenvalues(Lambda, dt[:, None], self.discretization)
         return log_Lambda_bar, gamma * B
 
@@ -333,7 +399,7 @@ class S4D(_DiagonalSSM):
 
     def __call__(
         self,
-        u: Float[Array, "length features"],
+        u: Inexact[Array, "length features"],
         *,
         mode: str | None = None,
         step_rescale: float = 1.0,
@@ -345,6 +411,10 @@ class S4D(_DiagonalSSM):
         """
         u = self._check_input(u)
         mode = self._check_mode(mode)
+        _check_step_rescale(step_rescale)
+        return _apply(self, u, mode, step_rescale)
+
+    def _apply(self, u: Array, mode: str, step_rescale) -> Array:
         if mode == "conv":
             K = self.kernel(u.shape[0], step_rescale=step_rescale)
             y = causal_conv(u, K[0], K[1] if self.bidirectional else None)
@@ -464,7 +534,7 @@ class S5(_DiagonalSSM):
 
     def _discrete(self, step_rescale) -> tuple[Array, Array]:
         """`(log λ̄ (P',), B̄ (P', H))`."""
-        dt = jnp.exp(self.log_dt) * step_rescale
+        dt = jnp.exp(self.log_dt) * _check_step_rescale(step_rescale)
         log_Lambda_bar, gamma = discrete_log_eigenvalues(self.Lambda, dt, self.discretization)
         return log_Lambda_bar, gamma[:, None] * self.B
 
@@ -474,7 +544,7 @@ class S5(_DiagonalSSM):
 
     def __call__(
         self,
-        u: Float[Array, "length features"],
+        u: Inexact[Array, "length features"],
         *,
         mode: str | None = None,
         step_rescale: float = 1.0,
@@ -486,6 +556,10 @@ class S5(_DiagonalSSM):
         """
         u = self._check_input(u)
         mode = self._check_mode(mode)
+        _check_step_rescale(step_rescale)
+        return _apply(self, u, mode, step_rescale)
+
+    def _apply(self, u: Array, mode: str, step_rescale) -> Array:
         log_Lambda_bar, B_bar = self._discrete(step_rescale)
         v = u.astype(B_bar.dtype) @ B_bar.T  # (L, P')
         if mode == "conv":

@@ -23,8 +23,8 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from sciml.training import make_optimizer
 
-from .._checks import default_float_dtype
-from ._layers import S4D, S5, _check_choice, _DiagonalSSM
+from .._checks import check_finite, default_float_dtype
+from ._layers import S4D, S5, _check_choice, _DiagonalSSM, check_real_input
 
 
 LAYERS = {"s4d": S4D, "s5": S5}
@@ -214,22 +214,31 @@ class SequenceModel(eqx.Module):
         )
         self.d_input, self.pooling = d_input, pooling
 
-    def _check(self, x: Array, ndim: int) -> None:
+    def _check(self, x: Any, ndim: int) -> Array:
+        x = check_real_input("SequenceModel", "x", x)
         if x.ndim != ndim or x.shape[-1] != self.d_input:
             shape = "(length, d_input)" if ndim == 2 else "(d_input,)"
             raise ValueError(
                 f"SequenceModel: input must have shape {shape} with d_input={self.d_input}, "
                 f"got {x.shape}."
             )
+        return x
 
     def _final_norm(self, h: Array) -> Array:
         return h if self.final_norm is None else _per_token(self.final_norm, h)
 
     def __call__(
-        self, x: Float[Array, "length d_input"], *, key: PRNGKeyArray | None = None
+        self,
+        x: Any,  # Float[Array, "length d_input"]: checked in `_check`, naming the fix
+        *,
+        key: PRNGKeyArray | None = None,
     ) -> Float[Array, "..."]:
-        """One sequence `(L, d_input)` → `(d_output,)`, or `(L, d_output)` without pooling."""
-        self._check(x, 2)
+        """One sequence `(L, d_input)` → `(d_output,)`, or `(L, d_output)` without pooling.
+
+        A concrete (eager) `x` holding NaN or Inf raises `ValueError`; traced
+        inputs are not checked (see [`S4D`][sciml.ssm.S4D])."""
+        x = self._check(x, 2)
+        check_finite("x", x)
         h = _per_token(self.encoder, x)
         keys = [None] * len(self.blocks) if key is None else jax.random.split(key, len(self.blocks))
         for block, block_key in zip(self.blocks, keys):
@@ -276,7 +285,21 @@ def ssm_labels(tree: PyTree, *, label: str = SSM_GROUP, default: str = "default"
     Every other array leaf (including `C` and `D`) gets `default`. Works on a
     model or on its filtered parameters (`eqx.filter(model,
     eqx.is_inexact_array)`); use it as `label_fn` of
-    `sciml.training.make_optimizer`.
+    `sciml.training.make_optimizer`, or with optax directly by passing the
+    function itself as `param_labels`:
+
+    ```python
+    params = eqx.filter(model, eqx.is_inexact_array)
+    optimizer = optax.multi_transform(
+        {"ssm": optax.adam(1e-3), "default": optax.adamw(1e-2)}, ssm_labels
+    )
+    state = optimizer.init(params)
+    ```
+
+    Pass `ssm_labels`, not `ssm_labels(params)`: the labels of an Equinox model
+    form an Equinox module, which is callable, so optax would call it on the
+    parameters as if it were the labelling function (the layers raise a
+    `TypeError` saying so).
 
     **Returns:** a pytree of strings with the structure of `tree`.
     """

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -142,7 +143,7 @@ def optimize_perturbation(
 
     **Returns:** `E`, a float64 numpy array `(N, N)`.
     """
-    N = _check_size(N)
+    N = _check_even_size(N)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}.")
     A_np, _ = hippo_legs(N)
@@ -207,6 +208,17 @@ def shipped_ptd_sizes() -> tuple[int, ...]:
     return tuple(sorted(_shipped()))
 
 
+def _check_even_size(N: Any) -> int:
+    N = _check_size(N)
+    if N % 2:
+        raise ValueError(
+            f"`N` must be even for PTD, got N={N}: the perturbation moves every eigenvalue "
+            "off the real axis into conjugate pairs, which a real matrix of odd size cannot "
+            "have (one eigenvalue stays real). Use an even N."
+        )
+    return N
+
+
 @functools.cache
 def _computed(N: int) -> np.ndarray:
     return optimize_perturbation(N)
@@ -220,9 +232,13 @@ def ptd_perturbation(N: int) -> np.ndarray:
     with [`optimize_perturbation`][sciml.ssm.optimize_perturbation]'s defaults
     and cached.
 
+    **Arguments:** `N`, an even positive integer (odd sizes raise
+    `ValueError`: a real matrix of odd size keeps a real eigenvalue, so no
+    perturbation gives the conjugate-pair spectrum PTD needs).
+
     **Returns:** float64 numpy array `(N, N)` (a copy).
     """
-    N = _check_size(N)
+    N = _check_even_size(N)
     shipped = _shipped()
     E = shipped[N] if N in shipped else _computed(N)
     return E.copy()

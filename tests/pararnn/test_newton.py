@@ -119,10 +119,13 @@ def test_newton_equals_sequential_float64_with_gradients_under_vmap(name, getkey
     assert bool(jnp.all(diagnostics.result == RESULTS.successful))
     assert 1 <= int(jnp.max(stats["iterations"])) <= 8
     assert float(jnp.max(stats["residual"])) <= 1e-12
-    # gradients with respect to parameters, inputs and h0: relative error <= 1e-5
+    # gradients with respect to parameters, inputs and h0: relative error <= 1e-11.
+    # Measured (float64, all five cells, every leaf): at most 1.5e-13 (ParaGRU), most
+    # leaves 1e-14 to 4e-14; 1e-11 leaves about 70x headroom for other BLAS/backends,
+    # and a wrong adjoint (e.g. a missing term of the implicit-function VJP) is O(1e-2+).
     leaves = zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(expected_grads))
     for a, b in leaves:
-        assert float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) <= 1e-5
+        assert float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) <= 1e-11
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -357,8 +360,10 @@ def test_nonfinite_input_is_an_error(rng):
     cell = dense_tanh(rng)
     xs = rng.normal(size=(20, 3))
     xs[7, 1] = np.nan
-    with pytest.raises(RuntimeError, match="NaN or Inf"):
+    with pytest.raises(ValueError, match="`xs` must be finite"):  # eager: issue 12's policy
         newton_solve(cell, jnp.zeros(5), xs)
+    with pytest.raises(RuntimeError, match="NaN or Inf"):  # under jit: the solution's result
+        jax.jit(lambda xs: newton_solve(cell, jnp.zeros(5), xs)[0])(xs)
 
 
 @pytest.mark.parametrize(

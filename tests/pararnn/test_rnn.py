@@ -1,14 +1,18 @@
 """The RNN layer and the residual model: modes agree, auto follows the crossover table, bad input."""
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxtyping import Array
 
 from sciml.pararnn import (
     GRU,
     RNN,
+    AbstractCell,
     Auto,
     Block,
     Diagonal,
@@ -20,6 +24,7 @@ from sciml.pararnn import (
     Sequential,
     sequential_solve,
 )
+from sciml.recurrence import AbstractStructure
 
 
 def choose_mode(length, state_size, structure, *, batch_size=1, backend=None, table=None):
@@ -100,7 +105,7 @@ def test_bad_input(getkey):
     with pytest.raises(ValueError, match="jax.vmap over a batch"):
         layer(jnp.ones((2, 10, 4)))
     for solver in (Sequential(), NEWTON):
-        with pytest.raises(RuntimeError, match="NaN or Inf"):
+        with pytest.raises(ValueError, match="`xs` must be finite"):  # eager: issue 12's policy
             layer.with_solver(solver)(jnp.ones((10, 4)).at[3, 2].set(jnp.inf))
     with pytest.raises(ValueError, match="solver must be Sequential"):
         RNN(cell, "parallel")
@@ -119,3 +124,31 @@ def test_bad_input(getkey):
         RNNModel(3, 3, 8, 1, tokens=True, key=getkey())(jnp.ones((5, 3)))
     with pytest.raises(ValueError, match="input_size == cell.hidden_size"):
         RNNModel(3, 3, 8, 1, cell=lambda width, key: GRU(width, 4, key=key), key=getkey())
+
+
+class Leaky(AbstractCell):
+    # written exactly as the AbstractCell docstring shows (state_size as a field)
+    structure: ClassVar[AbstractStructure] = Diagonal()
+    a: Array
+    input_size: int = eqx.field(static=True)
+    hidden_size: int = eqx.field(static=True)
+    state_size: int = eqx.field(static=True)
+
+    def __init__(self, size: int):
+        self.a = jnp.full(size, 0.5)
+        self.input_size = self.hidden_size = self.state_size = size
+
+    def step(self, h, u):
+        return jnp.tanh(self.a * h + u)
+
+
+def test_user_cell_as_the_docstring_writes_it(rng):
+    cell = Leaky(3)
+    assert cell.state_size == 3
+    xs = rng.normal(size=(40, 3))
+    h, expected = np.zeros(3), []
+    for x in xs:  # the recurrence by hand
+        h = np.tanh(0.5 * h + x)
+        expected.append(h)
+    for solver in (Sequential(), Newton()):
+        np.testing.assert_allclose(RNN(cell, solver)(xs), np.array(expected), rtol=1e-11)

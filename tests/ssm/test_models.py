@@ -134,9 +134,9 @@ def test_bad_model_arguments(getkey):
     key = getkey()
     with pytest.raises(ValueError, match=r"layer must be one of \('s4d', 's5'\)"):
         SequenceModel(3, 2, layer="s4", key=key)
-    with pytest.raises(ValueError, match="pooling must be one of"):
+    with pytest.raises(ValueError, match="`pooling` must be one of"):
         SequenceModel(3, 2, pooling="max", key=key)
-    with pytest.raises(ValueError, match="activation must be one of"):
+    with pytest.raises(ValueError, match="`activation` must be one of"):
         SequenceBlock(S4D(4, 8, key=key), activation="relu", key=key)
     with pytest.raises(ValueError, match="dropout must be in"):
         SequenceBlock(S4D(4, 8, key=key), dropout=1.0, key=key)

@@ -1,0 +1,1 @@
+"""Tests of sciml.pararnn (a package, so that module names such as `test_bad_input` may repeat across test folders)."""

@@ -1,0 +1,139 @@
+"""Bad input to the SSM layers fails loudly, naming the argument (issue 12).
+
+Each case below returned a wrong answer (or a raw error from inside JAX)
+before: complex input to S4D's scan mode and S5 gave a meaningless real output;
+a negative, zero or non-finite `dt` / `step_rescale` gave a runaway
+recurrence; `ptd_perturbation(3)` returned a matrix; a tree of labels given to
+`optax.multi_transform` failed with an unrelated error from inside the model.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from sciml.ssm import (
+    S4D,
+    S5,
+    SequenceModel,
+    discrete_log_eigenvalues,
+    discretize,
+    optimize_perturbation,
+    ptd_eig,
+    ptd_perturbation,
+    ssm_labels,
+)
+
+
+LAYERS = [
+    (S4D, "conv"),
+    (S4D, "scan"),
+    (S4D, "recurrent"),
+    (S5, "conv"),
+    (S5, "scan"),
+    (S5, "recurrent"),
+]
+
+
+@pytest.mark.parametrize("cls, mode", LAYERS)
+def test_complex_input_is_a_type_error(cls, mode, getkey):
+    layer = cls(4, 8, key=getkey())
+    u = jnp.ones((12, 4)) * (1 + 1j)
+    with pytest.raises(TypeError, match="`u` must be real"):
+        layer(u, mode=mode)
+    with pytest.raises(TypeError, match="`u` must be real"):
+        jax.jit(lambda m, u: m(u, mode=mode))(layer, u)  # a trace-time check
+    with pytest.raises(TypeError, match="`u_t` must be real"):
+        layer.recurrent().step(layer.init_state(), u[0])
+    with pytest.raises(TypeError, match="`u` must be real"):
+        layer.scan(u)
+
+
+@pytest.mark.parametrize("bad", [-1.0, 0.0, np.nan, np.inf])
+@pytest.mark.parametrize("cls", [S4D, S5])
+def test_step_rescale_must_be_positive_and_finite(cls, bad, getkey):
+    layer = cls(4, 8, key=getkey())
+    u = jnp.ones((12, 4))
+    for call in (
+        lambda: layer(u, step_rescale=bad),
+        lambda: layer(u, mode="recurrent", step_rescale=bad),
+        lambda: layer.recurrent(step_rescale=bad),
+        lambda: (
+            layer.kernel(12, step_rescale=bad) if cls is S4D else layer.scan(u, step_rescale=bad)
+        ),
+    ):
+        with pytest.raises(ValueError, match="`step_rescale` must be finite and > 0"):
+            call()
+
+
+@pytest.mark.parametrize("bad", [-0.1, 0.0, np.nan, np.inf])
+@pytest.mark.parametrize("method", ["zoh", "bilinear"])
+def test_discretize_dt_must_be_positive_and_finite(bad, method):
+    Lambda = jnp.array([-0.5 + 1j, -1.0 - 2j])
+    B = jnp.ones(2, complex)
+    with pytest.raises(ValueError, match="`dt` must be finite and > 0"):
+        discretize(Lambda, B, bad, method)
+    with pytest.raises(ValueError, match="`dt` must be finite and > 0"):
+        discrete_log_eigenvalues(Lambda, jnp.array([0.1, bad]), method)
+    # a valid step still gives the decaying |λ̄| < 1
+    Lambda_bar, _ = discretize(Lambda, B, 0.1, method)
+    assert np.all(np.abs(Lambda_bar) < 1)
+
+
+@pytest.mark.parametrize("N", [1, 3, 5])
+def test_ptd_needs_an_even_size(N):
+    for fn in (ptd_perturbation, ptd_eig, lambda N: optimize_perturbation(N, steps=1)):
+        with pytest.raises(ValueError, match=f"`N` must be even for PTD, got N={N}"):
+            fn(N)
+    with pytest.raises(ValueError, match="state_size / blocks"):
+        S5(4, N, init="ptd", conj_sym=False, key=jax.random.key(0))
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+def test_non_finite_input_eager_is_an_error_naming_u(cls, getkey):
+    layer = cls(4, 8, key=getkey())
+    u = jnp.ones((30, 4)).at[17, 2].set(jnp.nan).at[3, 0].set(jnp.inf)
+    with pytest.raises(ValueError, match=r"`u` must be finite, got 1 NaN and 1 infinite"):
+        layer(u)
+    with pytest.raises(ValueError, match="`u_t` must be finite"):
+        layer.recurrent().step(layer.init_state(), u[17])
+    with pytest.raises(ValueError, match="`u` must be finite"):
+        layer.recurrent()(u)
+    model = SequenceModel(4, 2, layer=cls.__name__.lower(), d_model=8, n_layers=1,
+                          state_size=8, key=getkey())  # fmt: skip
+    with pytest.raises(ValueError, match="`x` must be finite"):
+        model(u)
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+def test_non_finite_input_under_jit_is_not_checked(cls, getkey):
+    # the policy: no host callback in compiled layers; NaN propagates, as in any jnp op
+    layer = cls(4, 8, key=getkey())
+    u = jnp.ones((30, 4)).at[17, 2].set(jnp.nan)
+    y = eqx.filter_jit(layer)(u)  # no error raised
+    assert not np.all(np.isfinite(y))
+    jaxpr = str(jax.make_jaxpr(lambda u: layer(u))(jnp.ones((30, 4))))
+    assert "callback" not in jaxpr
+    # check_finite=False skips the eager check as well
+    unchecked = cls(4, 8, check_finite=False, key=getkey())
+    assert not np.all(np.isfinite(unchecked(u)))
+
+
+def test_ssm_labels_with_optax_directly(getkey):
+    model = SequenceModel(3, 2, d_model=8, n_layers=1, state_size=8, key=getkey())
+    params = eqx.filter(model, eqx.is_inexact_array)
+    transforms = {"ssm": optax.sgd(0.0), "default": optax.sgd(1.0)}
+    # as the docstring shows: the function itself as `param_labels`
+    optimizer = optax.multi_transform(transforms, ssm_labels)
+    grads = jax.tree_util.tree_map(jnp.ones_like, params)
+    updates, _ = optimizer.update(grads, optimizer.init(params), params)
+    layer_updates = updates.blocks[0].ssm
+    assert np.all(np.asarray(layer_updates.Lambda_re) == 0)  # "ssm" group: lr 0
+    assert np.all(np.asarray(layer_updates.log_dt) == 0)
+    assert np.all(np.asarray(layer_updates.C_re) == -1)  # "default" group: lr 1
+    assert np.all(np.asarray(updates.encoder.weight) == -1)
+    # a tree of labels is a (callable) module: optax calls it; the error says what to do
+    with pytest.raises(TypeError, match=r"pass the function `ssm_labels` \(not"):
+        optax.multi_transform(transforms, ssm_labels(params)).init(params)
