@@ -71,10 +71,11 @@ def net_direction(model: DCDMNet, labels: np.ndarray):
     return direction_fn(model, fluid, onehot)
 
 
-def build(config, workdir: Path) -> Experiment:
-    data, model_cfg = config.data, config.model
-    labels = scene(config, data.resolution, data.scene_seed)
-    matrix = assemble(labels)
+def training_rhs(config, workdir: Path, labels: np.ndarray, matrix) -> np.ndarray:
+    """The training scene's right-hand sides `(n_rhs, *grid)` from Ritz vectors,
+    built once and cached in `workdir / "ritz.h5"` (the last `data.n_valid`
+    are the validation set)."""
+    data = config.data
     ritz = ritz_dataset(
         workdir / "ritz.h5",
         lambda x: (matrix @ np.asarray(x).ravel()).reshape(labels.shape),
@@ -85,7 +86,13 @@ def build(config, workdir: Path) -> Experiment:
         low_fraction=None if data.low_fraction is None else float(data.low_fraction),
         seed=int(data.rhs_seed),
     )
-    rhs = jnp.asarray(ritz["rhs"], jnp.float32)
+    return ritz["rhs"]
+
+
+def build(config, workdir: Path) -> Experiment:
+    data, model_cfg = config.data, config.model
+    labels = scene(config, data.resolution, data.scene_seed)
+    rhs = jnp.asarray(training_rhs(config, workdir, labels, assemble(labels)), jnp.float32)
     n_train = rhs.shape[0] - int(data.n_valid)
     if n_train < 1:
         raise ValueError(f"config.data.n_rhs must exceed config.data.n_valid ({data.n_valid}).")
@@ -123,17 +130,8 @@ def one_step_losses(model: DCDMNet, config, workdir: Path, n_samples: int = 32) 
     converge slowly inside the iteration: this separates the two."""
     labels = scene(config, config.data.resolution, config.data.scene_seed)
     matrix = assemble(labels)
-    ritz = ritz_dataset(
-        workdir / "ritz.h5",
-        lambda x: (matrix @ np.asarray(x).ravel()).reshape(labels.shape),
-        labels,
-        n_rhs=int(config.data.n_rhs),
-        n_ritz=int(config.data.n_ritz),
-        factor=float(config.data.factor),
-        low_fraction=None if config.data.low_fraction is None else float(config.data.low_fraction),
-        seed=int(config.data.rhs_seed),
-    )
-    valid = jnp.asarray(ritz["rhs"][-int(config.data.n_valid) :][:n_samples], jnp.float32)
+    rhs = training_rhs(config, workdir, labels, matrix)
+    valid = jnp.asarray(rhs[-int(config.data.n_valid) :][:n_samples], jnp.float32)
     fluid = labels == FLUID
     noise = np.random.default_rng(0).standard_normal((valid.shape[0], *labels.shape)) * fluid
     noise /= np.linalg.norm(noise.reshape(noise.shape[0], -1), axis=1).reshape(
