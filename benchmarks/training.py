@@ -57,25 +57,31 @@ def _batch_fn(data, batch: int):
     return batch_fn
 
 
+def _seconds_per_fit_step(model, loss_fn, batch_fn, optimizer, n: int, **fit_kwargs) -> float:
+    """Wall seconds per step of an `n`-step `fit` run (no progress bar)."""
+    start = time.perf_counter()
+    result = fit(
+        model,
+        loss_fn,
+        batch_fn,
+        optimizer=optimizer,
+        steps=n,
+        key=jax.random.key(2),
+        progress=False,
+        log_every=100,
+        **fit_kwargs,
+    )
+    block(result.model)
+    return (time.perf_counter() - start) / n
+
+
 def bench_fit(width: int, batch: int, steps: int) -> dict:
     model, data, loss_fn = _problem(width, batch)
     optimizer = make_optimizer({"learning_rate": 1e-3})
     batch_fn = _batch_fn(data, batch)
 
     def run_fit(n):
-        start = time.perf_counter()
-        result = fit(
-            model,
-            loss_fn,
-            batch_fn,
-            optimizer=optimizer,
-            steps=n,
-            key=jax.random.key(2),
-            progress=False,
-            log_every=100,
-        )
-        block(result.model)
-        return (time.perf_counter() - start) / n
+        return _seconds_per_fit_step(model, loss_fn, batch_fn, optimizer, n)
 
     step = make_train_step(loss_fn, optimizer)  # the same cached step fit uses
 
@@ -108,20 +114,7 @@ def bench_batch_check(width: int, batch: int, steps: int) -> dict:
         return check_finite("x", x), check_finite("y", y)
 
     def run(n, check_batch, fn=batch_fn):
-        start = time.perf_counter()
-        result = fit(
-            model,
-            loss_fn,
-            fn,
-            optimizer=optimizer,
-            steps=n,
-            key=jax.random.key(2),
-            progress=False,
-            log_every=100,
-            check_batch=check_batch,
-        )
-        block(result.model)
-        return (time.perf_counter() - start) / n
+        return _seconds_per_fit_step(model, loss_fn, fn, optimizer, n, check_batch=check_batch)
 
     variants = {
         "off": lambda n: run(n, False),
