@@ -117,6 +117,15 @@ def _forcing_np(resolution: int) -> np.ndarray:
     return 0.1 * (np.sin(phase) + np.cos(phase))
 
 
+def _laplacian_symbols(s: int) -> tuple[np.ndarray, ...]:
+    """`(kx, ky, −Δ̂, (−Δ̂)⁻¹)` on the rfft grid of `s × s` points on the unit
+    square (the mean mode's inverse set to 0), in float64 numpy."""
+    kx, ky = rfft_wavenumbers(s, 2)
+    lap = 4 * np.pi**2 * (kx**2 + ky**2)
+    inv_lap = np.where(lap == 0, 0.0, 1.0 / np.where(lap == 0, 1.0, lap))
+    return kx, ky, lap, inv_lap
+
+
 def default_forcing(resolution: int, dtype=None) -> Float[Array, "s s"]:
     """The FNO forcing `0.1 (sin 2π(x+y) + cos 2π(x+y))` on `x_i = i/s`."""
     return jnp.asarray(_forcing_np(resolution), dtype)
@@ -170,9 +179,7 @@ class NavierStokes(AbstractStepper):
         s = int(resolution)
         self.resolution, self.viscosity, self.dt = s, float(viscosity), float(dt)
         self.forcing, self.dealias = forcing, bool(dealias)
-        kx, ky = rfft_wavenumbers(s, 2)
-        lap = 4 * np.pi**2 * (kx**2 + ky**2)
-        inv_lap = np.where(lap == 0, 0.0, 1.0 / np.where(lap == 0, 1.0, lap))
+        kx, ky, lap, inv_lap = _laplacian_symbols(s)
         if forcing == "fno":
             f_hat = np.fft.rfft2(_forcing_np(s))
         else:
@@ -267,9 +274,8 @@ def advective_cfl(
     """
     w = np.asarray(w, np.float64)
     s = w.shape[-1]
-    kx, ky = rfft_wavenumbers(s, 2)
-    lap = 4 * np.pi**2 * (kx**2 + ky**2)
-    psi_hat = np.fft.rfft2(w) * np.where(lap == 0, 0.0, 1.0 / np.where(lap == 0, 1.0, lap))
+    kx, ky, _, inv_lap = _laplacian_symbols(s)
+    psi_hat = np.fft.rfft2(w) * inv_lap
     u = np.fft.irfft2(2j * np.pi * ky * psi_hat, s=(s, s))
     v = -np.fft.irfft2(2j * np.pi * kx * psi_hat, s=(s, s))
     speed = np.abs(u).reshape(-1, s * s).max(-1) + np.abs(v).reshape(-1, s * s).max(-1)
