@@ -46,10 +46,6 @@ C_INITS = ("lecun", "complex_normal")
 MIN_DECAY = 1e-4  # smallest |Re Λ| at initialisation (as state-spaces/s4)
 
 
-def _check_choice(value, name: str, accepted: tuple) -> None:
-    check_choice(name, value, accepted)
-
-
 # Inputs are annotated `Inexact` (not `Float`) so that a complex input reaches
 # `check_real_input` and its message, also under runtime type checking.
 
@@ -153,7 +149,7 @@ class _DiagonalSSM(eqx.Module):
 
     def _check_mode(self, mode: str | None) -> str:
         mode = self.mode if mode is None else mode
-        _check_choice(mode, "mode", MODES)
+        check_choice("mode", mode, MODES)
         return mode
 
     @abc.abstractmethod
@@ -346,9 +342,9 @@ class S4D(_DiagonalSSM):
         dtype=None,
         key: PRNGKeyArray,
     ):
-        _check_choice(init, "init", S4D_INITS)
-        _check_choice(real_transform, "real_transform", REAL_TRANSFORMS)
-        _check_choice(mode, "mode", MODES)
+        check_choice("init", init, S4D_INITS)
+        check_choice("real_transform", real_transform, REAL_TRANSFORMS)
+        check_choice("mode", mode, MODES)
         check_discretization(discretization)
         if features < 1:
             raise ValueError(f"features must be positive, got {features}.")
@@ -499,10 +495,10 @@ class S5(_DiagonalSSM):
         dtype=None,
         key: PRNGKeyArray,
     ):
-        _check_choice(init, "init", S5_INITS)
-        _check_choice(real_transform, "real_transform", REAL_TRANSFORMS)
-        _check_choice(C_init, "C_init", C_INITS)
-        _check_choice(mode, "mode", MODES)
+        check_choice("init", init, S5_INITS)
+        check_choice("real_transform", real_transform, REAL_TRANSFORMS)
+        check_choice("C_init", C_init, C_INITS)
+        check_choice("mode", mode, MODES)
         check_discretization(discretization)
         if features < 1:
             raise ValueError(f"features must be positive, got {features}.")

@@ -23,8 +23,8 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from sciml.training import make_optimizer
 
-from .._checks import check_finite, default_float_dtype
-from ._layers import S4D, S5, _check_choice, _DiagonalSSM, check_real_input
+from .._checks import check_choice, check_finite, default_float_dtype
+from ._layers import S4D, S5, _DiagonalSSM, check_real_input
 
 
 LAYERS = {"s4d": S4D, "s5": S5}
@@ -79,8 +79,8 @@ class SequenceBlock(eqx.Module):
         norm: str = "layer",
         key: PRNGKeyArray,
     ):
-        _check_choice(activation, "activation", ACTIVATIONS)
-        _check_choice(norm, "norm", NORMS)
+        check_choice("activation", activation, ACTIVATIONS)
+        check_choice("norm", norm, NORMS)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
         H = ssm.features
@@ -184,7 +184,7 @@ class SequenceModel(eqx.Module):
     ):
         if layer not in LAYERS:
             raise ValueError(f"layer must be one of {tuple(LAYERS)}, got {layer!r}.")
-        _check_choice(pooling, "pooling", POOLINGS)
+        check_choice("pooling", pooling, POOLINGS)
         if n_layers < 1:
             raise ValueError(f"n_layers must be positive, got {n_layers}.")
         if activation is None:
