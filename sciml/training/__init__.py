@@ -3,10 +3,13 @@
 from ._checkpoint import (
     Checkpointer as Checkpointer,
     CheckpointMismatchError as CheckpointMismatchError,
+    Extra as Extra,
     read_run_config as read_run_config,
     restore_model as restore_model,
 )
 from ._fit import (
+    EndOfData as EndOfData,
+    ExtraState as ExtraState,
     FitResult as FitResult,
     NonFiniteBatchError as NonFiniteBatchError,
     NonFiniteLossError as NonFiniteLossError,

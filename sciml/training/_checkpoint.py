@@ -13,13 +13,22 @@ to a temporary folder and renames it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+
+
+class Extra(NamedTuple):
+    """Training state saved beside the model: `arrays`, a flat dict of name to
+    numpy array (any shapes), and `data`, JSON data (dicts, lists, numbers,
+    strings)."""
+
+    arrays: dict[str, np.ndarray]
+    data: dict[str, Any]
 
 
 class CheckpointMismatchError(ValueError):
@@ -94,8 +103,21 @@ class Checkpointer:
     def all_steps(self) -> list[int]:
         return list(self._manager.all_steps())
 
-    def save(self, step: int, model: Any, opt_state: Any, key: jax.Array) -> None:
-        """Writes a checkpoint for `step` (replacing none: steps are unique)."""
+    def save(
+        self,
+        step: int,
+        model: Any,
+        opt_state: Any,
+        key: jax.Array,
+        extra: Extra | None = None,
+    ) -> None:
+        """Writes a checkpoint for `step` (replacing none: steps are unique).
+
+        `extra` is more training state to keep with the model (an online
+        trainer's buffer, run table and accepted-sample log): an
+        [`Extra`][sciml.training.Extra] of arrays and JSON data, read back with
+        [`restore_extra`][sciml.training.Checkpointer.restore_extra].
+        """
         typed = _is_typed_key(key)
         state = {
             "model": _leaves(model),
@@ -105,6 +127,14 @@ class Checkpointer:
         meta = {"step": int(step), "typed_key": bool(typed), "fingerprint": self.fingerprint}
         if self.run_config is not None:
             meta["config"] = self.run_config
+        if extra is not None:
+            arrays = {name: np.asarray(x) for name, x in extra.arrays.items()}
+            # orbax refuses empty arrays: their shape and dtype go to the metadata.
+            state["extra"] = {name: x for name, x in arrays.items() if x.size}
+            meta["extra"] = extra.data
+            meta["extra_empty"] = {
+                name: [list(x.shape), x.dtype.str] for name, x in arrays.items() if not x.size
+            }
         self._manager.save(
             int(step),
             args=ocp.args.Composite(
@@ -164,6 +194,40 @@ class Checkpointer:
         if meta.get("typed_key", True):
             key = jax.random.wrap_key_data(key)
         return model, opt_state, key, int(step)
+
+    def restore_extra(self, step: int | None = None) -> Extra | None:
+        """The [`Extra`][sciml.training.Extra] saved with checkpoint `step` (the
+        latest when None), or None if it holds none. The arrays' shapes come
+        from the checkpoint, so none need be known in advance."""
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"No checkpoint in {self.directory}.")
+        meta = self.metadata(step)
+        if "extra" not in meta:
+            return None
+        arrays = {
+            name: np.zeros(shape, np.dtype(dtype))
+            for name, (shape, dtype) in meta.get("extra_empty", {}).items()
+        }
+        saved = self._manager.item_metadata(step)["state"]
+        if "extra" in saved:
+            # The whole state is read (orbax restores an item whole), every
+            # array shaped as saved.
+            # numpy targets restore as numpy arrays of the saved dtype (a JAX
+            # target would turn int64 into int32 when 64-bit types are off).
+            target = {
+                name: jax.tree.map(lambda m: jax.ShapeDtypeStruct(tuple(m.shape), m.dtype), item)
+                for name, item in saved.items()
+                if name != "extra"
+            }
+            target["extra"] = {
+                name: np.zeros(tuple(m.shape), m.dtype) for name, m in saved["extra"].items()
+            }
+            restored = self._manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
+            )["state"]
+            arrays.update({name: np.asarray(x) for name, x in restored["extra"].items()})
+        return Extra(arrays, meta["extra"])
 
     def restore_model(self, model_like: Any, step: int | None = None) -> Any:
         """Loads only the model of checkpoint `step` (the latest when None).

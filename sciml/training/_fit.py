@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -20,9 +20,32 @@ import optax
 from tqdm import tqdm
 
 from .._checks import check_positive_int
-from ._checkpoint import Checkpointer
+from ._checkpoint import Checkpointer, Extra
 from ._metrics import MetricsWriter
 from ._step import LossFn, init_opt_state, make_train_step
+
+
+class EndOfData(Exception):
+    """Raised by a `batch_fn` when its stream has ended: no batch will come again.
+
+    `fit` then stops before `steps`, as after the last step: it logs, evaluates
+    and writes the final checkpoint. An online trainer raises it once every
+    solver run has finished and its buffer is drained.
+    """
+
+
+@runtime_checkable
+class ExtraState(Protocol):
+    """More training state that `fit` checkpoints with the model.
+
+    `save()` returns an [`Extra`][sciml.training.Extra] (arrays and JSON data)
+    that is written with each checkpoint; on resume `restore(extra)` receives
+    the one saved with the checkpoint resumed from (None if it holds none).
+    """
+
+    def save(self) -> Extra: ...
+
+    def restore(self, extra: Extra | None) -> None: ...
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -41,7 +64,9 @@ class FitResult:
     - `model`, `opt_state`: the trained model and optimiser state;
     - `step`: the number of steps done in total (including resumed ones);
     - `metrics`: the last logged training metrics and the last evaluation;
-    - `start_step`: the step this call resumed from (0 for a fresh run).
+    - `start_step`: the step this call resumed from (0 for a fresh run);
+    - `ended_early`: `batch_fn` raised [`EndOfData`][sciml.training.EndOfData]
+      before `steps`.
     """
 
     model: Any
@@ -50,6 +75,7 @@ class FitResult:
     metrics: dict[str, float | int]
     key: jax.Array | None = None
     start_step: int = 0
+    ended_early: bool = False
 
 
 @contextlib.contextmanager
@@ -220,6 +246,8 @@ def fit(
     description: str = "train",
     run_config: dict | None = None,
     check_batch: bool = True,
+    extra_state: ExtraState | None = None,
+    monitor: Callable[[], dict[str, float]] | None = None,
 ) -> FitResult:
     """Trains `model` for `steps` optimiser steps.
 
@@ -239,6 +267,13 @@ def fit(
     lines. `fingerprint` names the run; a checkpoint folder written by another
     run is refused. `run_config` (JSON data) is stored in each checkpoint's
     metadata, so the model can be rebuilt from the run directory.
+
+    A stream of batches drives `fit` the same way: `batch_fn` may wait for data
+    and raises [`EndOfData`][sciml.training.EndOfData] when its stream has
+    ended; `extra_state` (an [`ExtraState`][sciml.training.ExtraState]) is
+    checkpointed with the model and restored on resume; `monitor()` returns
+    scalars (samples received, buffer fill, ...) logged with each training
+    record and shown on the progress bar.
 
     A non-finite loss or gradient raises `NonFiniteLossError` naming the step;
     no checkpoint is written after it. With `check_batch` (the default), a batch
@@ -278,6 +313,8 @@ def fit(
         writer = MetricsWriter(workdir / "metrics.jsonl")
         if checkpointer.latest_step() is not None:
             model, opt_state, key, start = checkpointer.restore(model, opt_state)
+            if extra_state is not None:
+                extra_state.restore(checkpointer.restore_extra(start))
             writer.truncate_after(start)
             metrics.update(_resumed_metrics(writer, start))
             print(f"{description}: resuming from step {start} of {steps}", file=sys.stderr)
@@ -302,10 +339,16 @@ def fit(
         now = time.perf_counter()
         record["steps_per_s"] = (step - last_step) / max(now - last_time, 1e-9)
         last_time, last_step = now, step
+        monitored = monitor() if monitor is not None else {}
+        record.update(monitored)
         metrics.update(record)
         if writer is not None:
             writer.write({"split": "train", **record})
-        bar.set_postfix(loss=f"{record['loss']:.4g}", it_s=f"{record['steps_per_s']:.1f}")
+        bar.set_postfix(
+            loss=f"{record['loss']:.4g}",
+            it_s=f"{record['steps_per_s']:.1f}",
+            **{name: f"{value:.4g}" for name, value in monitored.items()},
+        )
 
     def evaluate(model: Any, step: int) -> None:
         results = _eval_results(eval_fn(model))
@@ -316,17 +359,23 @@ def fit(
     def save(state: tuple) -> None:
         model, opt_state, key, step = state
         if checkpointer is not None and checkpointer.latest_step() != step:
-            checkpointer.save(step, model, opt_state, key)
+            extra = extra_state.save() if extra_state is not None else None
+            checkpointer.save(step, model, opt_state, key, extra)
 
     # The whole training state is one tuple, replaced by a single assignment, so
     # an interrupt never sees a model and a step counter that disagree.
     state = (model, opt_state, key, start)
+    ended_early = False
     with sigterm_as_interrupt():
         try:
             while state[3] < steps:
                 model, opt_state, key, step = state
                 key, batch_key, loss_key = _split3(key)
-                batch = batch_fn(step, batch_key)
+                try:
+                    batch = batch_fn(step, batch_key)
+                except EndOfData:
+                    ended_early = True
+                    break
                 model, opt_state, loss, aux = train_step(model, opt_state, batch, loss_key)
                 step += 1
                 pending.add(step, loss, aux)
@@ -354,5 +403,11 @@ def fit(
             if checkpointer is not None:
                 checkpointer.close()
     return FitResult(
-        model=model, opt_state=opt_state, step=step, metrics=metrics, key=key, start_step=start
+        model=model,
+        opt_state=opt_state,
+        step=step,
+        metrics=metrics,
+        key=key,
+        start_step=start,
+        ended_early=ended_early,
     )
