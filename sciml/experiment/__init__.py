@@ -10,6 +10,7 @@ runs it; see `docs/experiments.md`.
 from . import defaults as defaults
 from ._config import (
     ConfigSource as ConfigSource,
+    config_json as config_json,
     load_config as load_config,
     load_source as load_source,
     source_of as source_of,

@@ -1,0 +1,74 @@
+"""Config blocks shared by the online-training configs (not a config itself)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_collections
+
+from sciml.experiment import defaults
+
+
+def online_config(
+    name: str,
+    task: str,
+    *,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    solver: str,
+    space: dict[str, tuple],
+    n_runs: int,
+    n_steps: int,
+    settings: dict[str, Any],
+) -> ml_collections.ConfigDict:
+    """The run, `train`, `optimizer`, `study`, `buffer` and `launcher` blocks.
+
+    - `study.*`: the [`Study`][sciml.online.Study] (`solver` by dotted path,
+      `space` as `{name: (low, high[, "log"])}`, `sampler` one of
+      `"monte_carlo"`, `"latin_hypercube"`, `"halton"`, `"sobol"`, ...).
+    - `buffer.*`: `kind` (`"reservoir"`, `"firo"`, `"fifo"`), `capacity`,
+      `watermark`, `reads` (FIRO), `min_new_per_batch` (rate limit, 0 = off).
+    - `launcher.*`: `kind` (`"local"`), `threads` per solver process.
+    """
+    config = defaults.base_config(
+        name,
+        task,
+        steps=steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        train={"loss": "l2"},
+        optimizer={"name": "adamw", "weight_decay": 1e-4, "warmup_steps": 50},
+    )
+    study = ml_collections.ConfigDict()
+    study.solver = solver
+    study.space = ml_collections.ConfigDict({k: list(v) for k, v in space.items()})
+    study.sampler = "monte_carlo"
+    study.n_runs = n_runs
+    # The solver's own `n_steps` setting (when it has one) follows the study's.
+    steps_ref = ml_collections.FieldReference(n_steps)
+    study.n_steps = steps_ref
+    study.settings = ml_collections.ConfigDict(settings)
+    if "n_steps" in settings:
+        study.settings.n_steps = steps_ref
+    study.concurrency = 2
+    study.runs_per_job = 10
+    study.n_validation = 4
+    study.max_attempts = 3
+    study.timeout = 120.0
+    study.address = ""  # "" = a free loopback TCP port
+    config.study = study
+
+    buffer = ml_collections.ConfigDict()
+    buffer.kind = "reservoir"
+    buffer.capacity = 1000
+    buffer.watermark = 100
+    buffer.reads = 4
+    buffer.min_new_per_batch = 0
+    config.buffer = buffer
+
+    launcher = ml_collections.ConfigDict()
+    launcher.kind = "local"
+    launcher.threads = 1
+    config.launcher = launcher
+    return config

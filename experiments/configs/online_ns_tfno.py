@@ -1,0 +1,66 @@
+"""The flagship: online training of a TFNO on 2-D Navier–Stokes (`make run`).
+
+Solver processes on this machine run Navier–Stokes with a sampled viscosity
+ν ∈ [1e-3, 1e-2] (log-uniform, Monte Carlo) and a random initial vorticity on a
+64² grid, and stream 16 time steps each, pairs `(ω(t), ω(t + 0.5))`, to the
+trainer over ZeroMQ (authenticated, loopback). The trainer keeps them in a
+reservoir buffer and trains a TFNO (Tucker, rank 0.1) on `[ω(t), log ν] ↦
+ω(t + 0.5)`; validation on 4 held-out runs. About 10 minutes on 2 CPU cores.
+
+`python -m experiments.run --config experiments/configs/online_ns_tfno.py[:tiny]`
+"""
+
+import ml_collections
+
+from experiments.configs._online import online_config
+from experiments.configs._operators import model_config
+from sciml.experiment import defaults
+
+
+def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
+    config = online_config(
+        "online_ns_tfno",
+        "experiments.tasks.online_ns",
+        steps=2500,
+        batch_size=16,
+        learning_rate=3e-3,
+        solver="solvers.streams.navier_stokes_pairs",
+        space={"viscosity": (1e-3, 1e-2, "log")},
+        n_runs=300,
+        n_steps=16,
+        settings={"resolution": 64, "n_steps": 16, "interval": 0.5, "dt": 5e-3},
+    )
+    config.train.loss = "l2"
+    config.train.eval_every = 250
+    config.train.checkpoint_every = 250
+    config.buffer.capacity = 1600
+    config.buffer.watermark = 160
+    config.model = model_config(
+        n_modes=(16, 16), hidden_channels=24, n_layers=4, factorization="tucker", rank=0.1
+    )
+    return defaults.select_variant(config, variant, tiny=tiny)
+
+
+def tiny(config: ml_collections.ConfigDict) -> None:
+    """Seconds-long: a 16² grid, 6 runs of 4 steps, a small TFNO."""
+    config.study.n_runs = 6
+    config.study.n_steps = 4
+    config.study.n_validation = 2
+    config.study.runs_per_job = 3
+    config.study.settings.resolution = 16
+    config.study.settings.interval = 0.05
+    config.study.settings.dt = 1e-2
+    config.buffer.capacity = 16
+    config.buffer.watermark = 8
+    config.model.n_modes = (4, 4)
+    config.model.hidden_channels = 8
+    config.model.n_layers = 2
+    defaults.shrink_training(
+        config,
+        steps=40,
+        batch_size=4,
+        log_every=10,
+        eval_every=20,
+        checkpoint_every=20,
+        warmup_steps=5,
+    )

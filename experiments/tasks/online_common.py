@@ -1,0 +1,152 @@
+"""What the online-training tasks share: the study, buffer and launcher from a
+config, the summary, and the plots of a study (validation error and buffer
+statistics over time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from sciml.experiment import readable_log_ticks
+from sciml.online import (
+    FIFO,
+    FIRO,
+    Halton,
+    LatinHypercube,
+    LocalLauncher,
+    MonteCarlo,
+    ParameterSpace,
+    Reservoir,
+    Sobol,
+    Study,
+)
+from sciml.training import read_metrics
+
+
+def sampler_from_config(cfg: ml_collections.ConfigDict, n_runs: int, seed: int):
+    """`study.sampler`: `"monte_carlo"`, `"latin_hypercube"`, `"halton"` or `"sobol"`."""
+    name = cfg.sampler
+    if name == "monte_carlo":
+        return MonteCarlo(seed=seed)
+    if name == "latin_hypercube":
+        return LatinHypercube(block=n_runs, seed=seed)
+    if name == "halton":
+        return Halton(seed=seed)
+    if name == "sobol":
+        return Sobol(seed=seed)
+    raise ValueError(
+        "config.study.sampler must be 'monte_carlo', 'latin_hypercube', 'halton' or 'sobol', "
+        f"got {name!r}."
+    )
+
+
+def study_from_config(config: ml_collections.ConfigDict) -> Study:
+    """The [`Study`][sciml.online.Study] of `config.study` (seeded by `config.seed`)."""
+    cfg = config.study
+    space = ParameterSpace({name: tuple(spec) for name, spec in cfg.space.items()})
+    return Study(
+        solver=cfg.solver,
+        space=space,
+        n_runs=int(cfg.n_runs),
+        n_steps=int(cfg.n_steps),
+        settings=cfg.settings.to_dict(),
+        sampler=sampler_from_config(cfg, int(cfg.n_runs), int(config.seed)),
+        concurrency=int(cfg.concurrency),
+        runs_per_job=int(cfg.runs_per_job),
+        n_validation=int(cfg.n_validation),
+        seed=int(config.seed),
+        max_attempts=int(cfg.max_attempts),
+        timeout=float(cfg.timeout),
+        address=cfg.address or None,
+    )
+
+
+def buffer_from_config(cfg: ml_collections.ConfigDict):
+    """`config.buffer`: `kind` `"reservoir"`, `"firo"` or `"fifo"`, and its sizes."""
+    common = {"capacity": int(cfg.capacity), "min_new_per_batch": int(cfg.min_new_per_batch)}
+    if cfg.kind == "reservoir":
+        return Reservoir(watermark=int(cfg.watermark), **common)
+    if cfg.kind == "firo":
+        return FIRO(reads=int(cfg.reads), watermark=int(cfg.watermark), **common)
+    if cfg.kind == "fifo":
+        return FIFO(**common)
+    raise ValueError(f"config.buffer.kind must be 'reservoir', 'firo' or 'fifo', got {cfg.kind!r}.")
+
+
+def launcher_from_config(cfg: ml_collections.ConfigDict):
+    """`config.launcher`: `kind` `"local"` (solver processes on this machine)."""
+    if cfg.kind == "local":
+        return LocalLauncher(threads=int(cfg.threads))
+    raise ValueError(f"config.launcher.kind must be 'local', got {cfg.kind!r}.")
+
+
+def plot_study(metrics_path: Path, plot_dir: Path, *, run_name: str) -> None:
+    """`validation.png` (validation error against samples received and steps)
+    and `buffer.png` (samples received and trained, buffer fill, reuse)."""
+    import matplotlib.pyplot as plt
+
+    records = read_metrics(metrics_path)
+    train = [r for r in records if r.get("split") == "train" and "received" in r]
+    evals = [r for r in records if r.get("split") == "eval"]
+    received_at = {r["step"]: r["received"] for r in train}
+
+    metric = next((k for k in ("val_rel_l2",) if evals and k in evals[0]), None)
+    if metric is not None:
+        steps = [r["step"] for r in evals]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        axes[0].semilogy(steps, [r[metric] for r in evals], "o-", label="model")
+        if "persistence_rel_l2" in evals[0]:
+            axes[0].axhline(
+                evals[0]["persistence_rel_l2"], color="0.5", ls="--", label="persistence"
+            )
+        axes[0].set(xlabel="optimiser step", ylabel="validation relative L2")
+        axes[0].legend()
+        received = [received_at.get(s) for s in steps]
+        keep = [i for i, r in enumerate(received) if r is not None]
+        axes[1].semilogy(
+            [received[i] for i in keep], [evals[i][metric] for i in keep], "o-", color="C1"
+        )
+        axes[1].set(xlabel="samples received", ylabel="validation relative L2")
+        for ax in axes:
+            readable_log_ticks(ax)
+            ax.grid(alpha=0.3)
+        fig.suptitle(f"{run_name}: validation error on held-out solver runs")
+        fig.tight_layout()
+        fig.savefig(plot_dir / "validation.png", dpi=110)
+        plt.close(fig)
+
+    if train:
+        steps = [r["step"] for r in train]
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+        axes[0].plot(steps, [r["received"] for r in train], label="received")
+        axes[0].plot(steps, [r["trained"] for r in train], label="trained (reads)")
+        axes[0].set(xlabel="optimiser step", ylabel="samples", title="samples")
+        axes[0].legend()
+        axes[1].plot(steps, [r["fill"] for r in train], color="C2")
+        axes[1].set(xlabel="optimiser step", ylabel="fraction", title="buffer fill", ylim=(0, 1.05))
+        axes[2].plot(steps, [r["reuse"] for r in train], color="C3")
+        axes[2].set(xlabel="optimiser step", ylabel="mean reads", title="reads per buffered sample")
+        for ax in axes:
+            ax.grid(alpha=0.3)
+        fig.suptitle(f"{run_name}: training buffer")
+        fig.tight_layout()
+        fig.savefig(plot_dir / "buffer.png", dpi=110)
+        plt.close(fig)
+
+
+def online_summary(result: Any, n_params: int, seconds: float) -> dict[str, Any]:
+    """The summary keys of every online task."""
+    summary = dict(result.summary)
+    summary.update(
+        {
+            "final_loss": result.fit.metrics.get("loss"),
+            "n_params": n_params,
+            "train_seconds": seconds,
+        }
+    )
+    summary.update(
+        {k[len("eval_") :]: v for k, v in result.fit.metrics.items() if k.startswith("eval_")}
+    )
+    return summary

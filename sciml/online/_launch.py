@@ -1,0 +1,176 @@
+"""Launchers: how a study's solver jobs are started, watched and stopped.
+
+A job is one solver process that runs a list of the study's runs one after the
+other (so a JAX solver compiles once per process, not once per run) and sends
+each time step to the trainer. Every launcher starts the same command,
+`python -m sciml.online.worker JOB.json`, with the study's secret in the
+process environment (never on the command line); they differ only in where
+the process runs.
+
+[`LocalLauncher`][sciml.online.LocalLauncher] (the default) starts it as a
+fresh Python interpreter on this machine: nothing is forked from the trainer's
+JAX process (JAX is not fork-safe), exactly as `multiprocessing`'s `spawn`
+method would, but with the environment set per job and the exit status and
+process id at hand for fault handling.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+#: The environment variable that carries the study's secret (hex) to a job.
+SECRET_ENV = "SCIML_ONLINE_SECRET"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run of a job: its id, attempt, parameters and seed."""
+
+    run: int
+    attempt: int
+    params: dict[str, float]
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverJob:
+    """What a solver process needs: written to `JOB.json` for the worker.
+
+    - `job`: the job's id in the study.
+    - `solver`: the solver function's dotted path (`"package.module.function"`).
+    - `settings`: fixed keyword arguments of the solver (JSON data).
+    - `address`: the trainer's endpoint (`tcp://…` or `ipc://…`).
+    - `n_steps`: the number of time steps every run yields.
+    - `runs`: the runs, in order.
+    """
+
+    job: int
+    solver: str
+    settings: dict[str, Any]
+    address: str
+    n_steps: int
+    runs: tuple[RunSpec, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SolverJob:
+        runs = tuple(RunSpec(**r) for r in data["runs"])
+        return cls(**{**data, "runs": runs})
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=1))
+        return path
+
+
+def worker_command(spec_path: Path) -> list[str]:
+    """The command that runs a job: this interpreter, the worker module, the spec."""
+    return [sys.executable, "-m", "sciml.online.worker", str(spec_path)]
+
+
+class AbstractLauncher(abc.ABC):
+    """Starts, polls and cancels solver jobs.
+
+    `submit` returns a handle; `poll(handle)` is None while the job runs and its
+    exit status once it ended (0 = success; negative = killed by that signal,
+    as in `subprocess`); `cancel` stops it (idempotent); `shutdown` cancels
+    every job still running.
+    """
+
+    @abc.abstractmethod
+    def submit(self, job: SolverJob, spec_path: Path, secret: bytes, log_path: Path) -> Any: ...
+
+    @abc.abstractmethod
+    def poll(self, handle: Any) -> int | None: ...
+
+    @abc.abstractmethod
+    def cancel(self, handle: Any) -> None: ...
+
+    def shutdown(self) -> None:  # noqa: B027 (optional hook)
+        """Cancels every job still running (default: nothing to do)."""
+
+
+class LocalLauncher(AbstractLauncher):
+    """Solver processes on this machine (fresh interpreters, no service needed).
+
+    **Arguments:**
+
+    - `env`: extra environment variables for the solver processes.
+    - `cpu_only`: run JAX solvers on the CPU (`JAX_PLATFORMS=cpu`), leaving the
+      accelerator to the trainer (default True).
+    - `threads`: CPU threads per solver process for XLA and BLAS (default 1:
+      the trainer keeps the other cores).
+    """
+
+    def __init__(
+        self, *, env: dict[str, str] | None = None, cpu_only: bool = True, threads: int = 1
+    ):
+        self.env = dict(env or {})
+        self.cpu_only = bool(cpu_only)
+        self.threads = int(threads)
+        self._procs: dict[int, subprocess.Popen] = {}
+
+    def _environment(self, secret: bytes) -> dict[str, str]:
+        env = dict(os.environ)
+        # A job is not the test suite's 4-device host, nor a second GPU user.
+        env.pop("XLA_FLAGS", None)
+        env["XLA_FLAGS"] = (
+            f"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={self.threads}"
+        )
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(self.threads)
+        if self.cpu_only:
+            env["JAX_PLATFORMS"] = "cpu"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env.update(self.env)
+        env[SECRET_ENV] = secret.hex()
+        return env
+
+    def submit(self, job, spec_path, secret, log_path):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                worker_command(spec_path),
+                env=self._environment(secret),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C in the terminal reaches the trainer only
+            )
+        self._procs[proc.pid] = proc
+        return proc
+
+    def poll(self, handle: subprocess.Popen) -> int | None:
+        code = handle.poll()
+        if code is not None:
+            self._procs.pop(handle.pid, None)
+        return code
+
+    def cancel(self, handle: subprocess.Popen) -> None:
+        if handle.poll() is None:
+            try:
+                # SIGCONT first: a stopped (hung) process cannot act on SIGTERM.
+                handle.send_signal(signal.SIGCONT)
+                handle.kill()
+            except ProcessLookupError:
+                pass
+        try:
+            handle.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover (a kill cannot be ignored)
+            pass
+        self._procs.pop(handle.pid, None)
+
+    def shutdown(self) -> None:
+        for proc in list(self._procs.values()):
+            self.cancel(proc)

@@ -1,0 +1,167 @@
+"""The run table: every run of a study, its parameters, seed, state and attempts.
+
+Semantics (the same for every launcher):
+
+- A sample's id is `(run, step)`. A run is **done** once the trainer has
+  accepted all `n_steps` of its ids, whichever attempts sent them; its exit
+  status does not matter then.
+- A run whose job ended (crashed, was killed, hung past the timeout) before
+  that is **pending** again and resubmitted with the same parameters and seed;
+  the steps it re-sends that were accepted before are dropped as duplicates.
+- After `max_attempts` attempts it is **failed** (logged with its parameters),
+  and a new run with freshly drawn parameters takes its place, so the study
+  still trains on `n_runs` complete runs.
+
+The table is plain JSON data, so it is checkpointed with the model; runs that
+were running when the checkpoint was written are pending after a restore.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._launch import RunSpec
+from ._sampler import AbstractSampler, ParameterSpace
+
+
+PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+
+
+def run_seed(seed: int, run: int) -> int:
+    """The solver seed of run `run` of a study seeded `seed` (a 31-bit int)."""
+    return int(np.random.SeedSequence([int(seed), int(run)]).generate_state(1)[0] >> 1)
+
+
+class RunTable:
+    """Bookkeeping of a study's runs (see the module docstring).
+
+    **Arguments:** the parameter `space` and `sampler`; `n_runs` planned runs;
+    `n_steps` time steps per run; `seed` (solver seeds derive from it);
+    `max_attempts` per run before its parameters are redrawn.
+    """
+
+    def __init__(
+        self,
+        space: ParameterSpace,
+        sampler: AbstractSampler,
+        *,
+        n_runs: int,
+        n_steps: int,
+        seed: int,
+        max_attempts: int,
+    ):
+        self.space, self.sampler = space, sampler
+        self.n_runs, self.n_steps, self.seed = int(n_runs), int(n_steps), int(seed)
+        self.max_attempts = int(max_attempts)
+        self.params = sampler.draw(space, self.n_runs)
+        n = self.n_runs
+        self.status = [PENDING] * n
+        self.attempts = [0] * n
+        self.received = [0] * n
+        self.replaced_by: dict[int, int] = {}
+
+    # -- queries ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.status)
+
+    def count(self, status: str) -> int:
+        return self.status.count(status)
+
+    def pending(self) -> list[int]:
+        return [r for r, s in enumerate(self.status) if s == PENDING]
+
+    def finished(self) -> bool:
+        """No run is pending or running."""
+        return self.count(PENDING) == 0 and self.count(RUNNING) == 0
+
+    def is_known(self, run: int, attempt: int) -> bool:
+        """Whether `(run, attempt)` was ever started (messages of others are rejected)."""
+        return 0 <= run < len(self) and 0 <= attempt < self.attempts[run]
+
+    def spec(self, run: int) -> RunSpec:
+        return RunSpec(
+            run=run,
+            attempt=self.attempts[run],
+            params=self.space.as_dict(self.params[run]),
+            seed=run_seed(self.seed, run),
+        )
+
+    # -- transitions -------------------------------------------------------------
+
+    def start(self, runs: list[int]) -> list[RunSpec]:
+        """Marks `runs` running and returns their specs (with a new attempt each)."""
+        specs = []
+        for run in runs:
+            if self.status[run] != PENDING:
+                raise RuntimeError(f"run {run} is {self.status[run]}, not pending.")
+            specs.append(self.spec(run))
+            self.status[run] = RUNNING
+            self.attempts[run] += 1
+        return specs
+
+    def accept(self, run: int) -> None:
+        """Counts one newly accepted step of `run`; the run is done at `n_steps`."""
+        self.received[run] += 1
+        if self.received[run] == self.n_steps and self.status[run] != DONE:
+            self.status[run] = DONE
+
+    def ended(self, run: int) -> str:
+        """The job of `run` has ended: returns the run's new state.
+
+        Done runs stay done; others are pending again, or failed and replaced
+        by a redrawn run after `max_attempts` attempts.
+        """
+        if self.status[run] in (DONE, FAILED):
+            return self.status[run]
+        if self.attempts[run] < self.max_attempts:
+            self.status[run] = PENDING
+            return PENDING
+        self.status[run] = FAILED
+        self.replaced_by[run] = self._redraw()
+        return FAILED
+
+    def _redraw(self) -> int:
+        run = len(self)
+        row = self.sampler.draw(self.space, run + 1)[-1]
+        self.params = np.concatenate([self.params, row[None]])
+        self.status.append(PENDING)
+        self.attempts.append(0)
+        self.received.append(0)
+        return run
+
+    def failed_runs(self) -> list[dict[str, Any]]:
+        """The failed runs with their parameters, attempts and replacement."""
+        return [
+            {
+                "run": r,
+                "params": self.space.as_dict(self.params[r]),
+                "attempts": self.attempts[r],
+                "replaced_by": self.replaced_by.get(r),
+            }
+            for r, s in enumerate(self.status)
+            if s == FAILED
+        ]
+
+    # -- checkpoint ----------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": list(self.status),
+            "attempts": list(self.attempts),
+            "received": list(self.received),
+            "replaced_by": {str(k): v for k, v in self.replaced_by.items()},
+        }
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Loads a table saved by `to_json`; running runs become pending."""
+        n = len(data["status"])
+        if n < self.n_runs:
+            raise ValueError(f"the saved run table has {n} runs, the study plans {self.n_runs}.")
+        self.params = self.sampler.draw(self.space, n)
+        self.status = [PENDING if s == RUNNING else s for s in data["status"]]
+        self.attempts = [int(a) for a in data["attempts"]]
+        self.received = [int(c) for c in data["received"]]
+        self.replaced_by = {int(k): int(v) for k, v in data["replaced_by"].items()}

@@ -1,0 +1,166 @@
+"""`train_online`: `sciml.training.fit` driven by a study's stream of samples.
+
+The loop is `fit`'s own (the jitted step, checkpoints, metrics, progress, NaN
+guard, Ctrl-C / SIGTERM handling); this module only supplies what differs:
+
+- the batches come from a [`SampleStream`][sciml.online.SampleStream] (solver
+  jobs → receiver thread → buffer), and the run ends early with
+  [`EndOfData`][sciml.training.EndOfData] once every run has finished and the
+  buffer is drained;
+- the stream's state (buffer, accepted ids, run table) is checkpointed with the
+  model, so a killed trainer resumes without accepting a sample twice or
+  re-running a finished run;
+- validation runs are solved once at the start (cached to HDF5) and evaluated
+  every `eval_every` steps in the training thread, while the receiver thread
+  keeps receiving;
+- batches are split over all local devices (`jax.sharding`, data parallel:
+  the model is replicated, the batch axis sharded), when there is more than one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ..training import FitResult, fit
+from ._buffers import AbstractBuffer
+from ._launch import AbstractLauncher, LocalLauncher
+from ._stream import SampleStream
+from ._study import Study, validation_data
+
+
+#: Keys of the validation data that are not solver fields.
+BOOKKEEPING = ("params", "run", "step")
+
+
+@dataclasses.dataclass
+class OnlineResult:
+    """What [`train_online`][sciml.online.train_online] returns.
+
+    - `model`: the trained model;
+    - `fit`: the [`FitResult`][sciml.training.FitResult] of the loop;
+    - `summary`: samples received and trained, duplicates dropped, messages
+      rejected, runs done and failed (with their parameters), jobs started,
+      failed and hung, and the fraction of the loop spent waiting for data;
+    - `validation`: the validation data (`{name: array}`).
+    """
+
+    model: Any
+    fit: FitResult
+    summary: dict[str, Any]
+    validation: dict[str, np.ndarray]
+
+
+def data_sharding(batch_size: int, devices: list | None = None) -> NamedSharding | None:
+    """Sharding of a batch's leading axis over `devices` (default: all local
+    devices); None for a single device."""
+    devices = jax.local_devices() if devices is None else list(devices)
+    if len(devices) == 1:
+        return None
+    if batch_size % len(devices):
+        raise ValueError(
+            f"`batch_size` ({batch_size}) must be a multiple of the number of devices "
+            f"({len(devices)}) for data-parallel training."
+        )
+    return NamedSharding(Mesh(np.array(devices), ("data",)), PartitionSpec("data"))
+
+
+def train_online(
+    study: Study,
+    model: Any,
+    loss_fn: Callable,
+    *,
+    buffer: AbstractBuffer,
+    optimizer: optax.GradientTransformation,
+    batch_size: int,
+    steps: int,
+    key: jax.Array,
+    workdir: str | Path,
+    launcher: AbstractLauncher | None = None,
+    evaluate: Callable[[Any, dict[str, np.ndarray]], dict[str, float]] | None = None,
+    eval_every: int = 0,
+    checkpoint_every: int = 0,
+    keep_checkpoints: int = 3,
+    log_every: int = 10,
+    progress: bool = True,
+    fingerprint: dict | None = None,
+    run_config: dict | None = None,
+    description: str = "online",
+    devices: list | None = None,
+) -> OnlineResult:
+    """Trains `model` on samples streamed by the study's solver runs.
+
+    **Arguments:**
+
+    - `study`: the [`Study`][sciml.online.Study] (solver, parameters, runs).
+    - `model`, `optimizer`, `steps`, `key`: as in
+      [`fit`][sciml.training.fit]; training stops at `steps` or earlier, when
+      the stream has ended.
+    - `loss_fn(model, batch, key) -> (loss, aux)`: `batch` is a dict of the
+      solver's fields `(batch_size, *shape)` plus `"params"`
+      `(batch_size, n_params)`, the parameters of each sample's run.
+    - `buffer`: the training buffer module.
+    - `batch_size`: samples per step (a multiple of the number of devices).
+    - `workdir`: the run directory: checkpoints, `metrics.jsonl`,
+      `validation.h5`, and `online/` (job specs, solver logs, `events.jsonl`).
+      A directory with checkpoints is resumed.
+    - `launcher`: default [`LocalLauncher`][sciml.online.LocalLauncher]`()`.
+    - `evaluate(model, validation) -> dict of scalars`: the validation metric,
+      run every `eval_every` steps and at the end on the validation data
+      (same layout as a batch, all validation steps at once).
+    - the rest as in `fit`.
+
+    **Returns:** an [`OnlineResult`][sciml.online.OnlineResult].
+    """
+    workdir = Path(workdir)
+    sharding = data_sharding(batch_size, devices)
+    validation = validation_data(study, workdir / "validation.h5")
+    example = {name: x[0] for name, x in validation.items() if name not in BOOKKEEPING}
+    stream = SampleStream(
+        study,
+        buffer,
+        example,
+        batch_size=batch_size,
+        launcher=LocalLauncher() if launcher is None else launcher,
+        workdir=workdir / "online",
+    )
+
+    def batch_fn(step: int, batch_key: jax.Array) -> dict[str, jax.Array]:
+        batch = stream.batch(batch_key)
+        return jax.device_put(batch, sharding) if sharding is not None else batch
+
+    eval_fn = None if evaluate is None else (lambda m: evaluate(m, validation))
+    try:
+        result = fit(
+            model,
+            loss_fn,
+            batch_fn,
+            optimizer=optimizer,
+            steps=steps,
+            key=key,
+            workdir=workdir,
+            checkpoint_every=checkpoint_every,
+            keep_checkpoints=keep_checkpoints,
+            log_every=log_every,
+            eval_fn=eval_fn,
+            eval_every=eval_every,
+            progress=progress,
+            fingerprint=fingerprint,
+            description=description,
+            run_config=run_config,
+            extra_state=stream,
+            monitor=stream.monitor,
+        )
+    finally:
+        stream.close()
+    summary = stream.summary()
+    summary["steps"] = result.step
+    summary["ended_early"] = result.ended_early
+    return OnlineResult(model=result.model, fit=result, summary=summary, validation=validation)
