@@ -1,0 +1,489 @@
+"""Training buffers (`sciml.online`): FIFO, FIRO and reservoir policies.
+
+Each policy is driven through interleaved puts and gets (a seeded schedule)
+while the test keeps its own record of what was put and read (sets and
+counters), and the batches are checked against that record: arrival order,
+read counts, batch counts, watermarks, which samples a full buffer replaces,
+inclusion and read frequencies, the rate limit, determinism and checkpoints.
+"""
+
+from collections import Counter
+
+import jax
+import jaxtyping
+import numpy as np
+import pytest
+import scipy.stats
+
+from sciml.online._buffers import FIFO, FIRO, N_INSERTED, N_PUT, BufferState
+from sciml.online._reservoir import Reservoir
+
+
+def _sample(i: int) -> dict[str, np.ndarray]:
+    """Sample number `i`: a small field whose values encode `i`."""
+    return {"u": np.full((2, 3), i, np.float32), "p": np.array([i, -i], np.int64)}
+
+
+EXAMPLE = _sample(0)
+
+
+def _key(i: int):
+    return jax.random.key(i)
+
+
+def _check_batch(batch, ids):
+    """The fields of each batch row belong to the id in that row."""
+    rows = ids[:, 1]
+    np.testing.assert_array_equal(batch["u"][:, 0, 0], rows.astype(np.float32))
+    np.testing.assert_array_equal(batch["p"][:, 0], rows)
+    assert batch["u"].shape == (len(ids), 2, 3) and ids.shape == (len(ids), 2)
+
+
+def _put(buffer, state, i):
+    """Puts sample `i` with id `(i % 3, i)` (three interleaved runs)."""
+    return buffer.put(state, _sample(i), (i % 3, i))
+
+
+def _stream(buffer, n_samples, batch_size, *, p_put=0.6, seed=0, after_put=None, after_get=None):
+    """Interleaves puts of samples `0..n_samples-1` with gets in a seeded random
+    schedule (a put when possible with probability `p_put`), then drains with
+    `ended=True` until `exhausted`. Fails on a deadlock (neither a put nor a
+    get possible). Calls `after_put(state, i)` and
+    `after_get(state, ids, ended)` after each operation. Returns the final
+    state and the list of each batch's ids."""
+    schedule = np.random.default_rng(seed)
+    state = buffer.init(EXAMPLE)
+    batches, i = [], 0
+    while i < n_samples or not buffer.exhausted(state, batch_size, ended=True):
+        ended = i == n_samples
+        wants_put = not ended and schedule.random() < p_put
+        can_get = buffer.can_get(state, batch_size, ended=ended)
+        if not ended and buffer.can_put(state) and (wants_put or not can_get):
+            state = _put(buffer, state, i)
+            if after_put is not None:
+                after_put(state, i)
+            i += 1
+        elif can_get:
+            state, batch, ids = buffer.get(state, batch_size, _key(len(batches)), ended=ended)
+            _check_batch(batch, ids)
+            batches.append(ids)
+            if after_get is not None:
+                after_get(state, ids, ended)
+        else:
+            raise AssertionError(f"deadlock after {i} puts and {len(batches)} batches")
+    return state, batches
+
+
+# -- FIFO ----------------------------------------------------------------------
+
+
+def test_fifo_every_sample_once_in_arrival_order():
+    buffer = FIFO(capacity=7)
+    state, batches = _stream(buffer, 40, 3)
+    read = np.concatenate([ids[:, 1] for ids in batches])
+    # 40 = 13 * 3 + 1: thirteen batches in arrival order, the last sample dropped
+    np.testing.assert_array_equal(read, np.arange(39))
+    np.testing.assert_array_equal(np.concatenate(batches)[:, 0], np.arange(39) % 3)
+    stats = buffer.stats(state)
+    assert (stats["size"], stats["n_batches"], stats["n_evicted"]) == (1, 13, 39)
+    assert buffer.exhausted(state, 3, ended=True) and not buffer.exhausted(state, 1, ended=True)
+
+
+def test_fifo_full_pushes_back():
+    buffer = FIFO(3)
+    state = buffer.init(EXAMPLE)
+    for i in range(3):
+        assert buffer.can_put(state)
+        state = _put(buffer, state, i)
+    assert not buffer.can_put(state)
+    with pytest.raises(ValueError, match="can_put"):
+        _put(buffer, state, 3)
+    state, _, ids = buffer.get(state, 2, _key(0), ended=False)
+    np.testing.assert_array_equal(ids[:, 1], [0, 1])
+    assert buffer.can_put(state)
+
+
+# -- FIRO ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "n_samples, reads, batch_size, capacity, watermark",
+    [(48, 3, 8, 16, 10), (30, 2, 4, 6, 6), (25, 3, 4, 9, 5), (20, 3, 2, 4, 0)],
+)
+def test_firo_reads_each_sample_k_times(n_samples, reads, batch_size, capacity, watermark):
+    buffer = FIRO(capacity, reads=reads, watermark=watermark)
+    sizes = []
+
+    def after_put(state, i):
+        size = buffer.stats(state)["size"]
+        assert buffer.can_get(state, batch_size, ended=False) == (
+            size >= max(watermark, batch_size)
+        )
+
+    def after_get(state, ids, ended):
+        sizes.append(len(set(ids[:, 1])))
+
+    state, batches = _stream(
+        buffer, n_samples, batch_size, after_put=after_put, after_get=after_get
+    )
+    counts = Counter(np.concatenate(batches)[:, 1].tolist())
+    total = n_samples * reads
+    assert len(batches) == total // batch_size
+    if total % batch_size == 0:
+        assert counts == {i: reads for i in range(n_samples)}
+        assert buffer.stats(state)["size"] == 0
+    else:  # the dropped remainder: fewer than a batch of reads
+        assert max(counts.values()) <= reads
+        assert 0 < total - sum(counts.values()) < batch_size
+    # batches hold distinct samples, except the last ones of the drain when
+    # fewer than `batch_size` distinct samples are left
+    n_repeating = sum(n < batch_size for n in sizes)
+    assert all(n == batch_size for n in sizes[: len(sizes) - n_repeating])
+
+
+def test_firo_watermark_blocks_until_reception_ends():
+    buffer = FIRO(8, reads=2, watermark=6)
+    state = buffer.init(EXAMPLE)
+    for i in range(5):
+        state = _put(buffer, state, i)
+        assert not buffer.can_get(state, 2, ended=False)
+    with pytest.raises(ValueError, match="watermark"):
+        buffer.get(state, 2, _key(0), ended=False)
+    assert not buffer.exhausted(state, 2, ended=False)
+    # reception ended below the watermark: the five samples drain, two reads each
+    drained = jax.tree.map(np.copy, state)
+    reads = []
+    while not buffer.exhausted(drained, 2, ended=True):
+        drained, _, ids = buffer.get(drained, 2, _key(len(reads)), ended=True)
+        reads += ids[:, 1].tolist()
+    assert Counter(reads) == {i: 2 for i in range(5)}
+    state = _put(buffer, state, 5)
+    assert buffer.can_get(state, 2, ended=False)
+
+
+# -- Reservoir -----------------------------------------------------------------
+
+
+def test_reservoir_serves_nothing_below_the_watermark():
+    buffer = Reservoir(10, watermark=6)
+    state = buffer.init(EXAMPLE)
+    for i in range(5):
+        state = _put(buffer, state, i)
+        assert not buffer.can_get(state, 2, ended=False)
+    with pytest.raises(ValueError, match="watermark"):
+        buffer.get(state, 2, _key(0), ended=False)
+    assert buffer.can_get(state, 2, ended=True)  # ended below the watermark: drain
+    state = _put(buffer, state, 5)
+    assert buffer.can_get(state, 2, ended=False)
+
+
+@pytest.mark.parametrize("min_new", [0, 2])
+def test_reservoir_keeps_unread_samples_and_never_starves(min_new):
+    capacity, watermark, batch_size = 12, 6, 4
+    buffer = Reservoir(capacity, watermark=watermark, min_new_per_batch=min_new)
+    stored, unread, drained = set(), set(), []
+    n_put = n_replaced = n_pushbacks = 0
+
+    def reference_can_put():
+        # a full buffer of unread samples pushes back; otherwise puts go on
+        return len(stored) < capacity or unread != stored
+
+    def check_can_get(state):
+        # after the watermark a batch is always available, unless the rate limit
+        # waits for new samples (and a put is possible)
+        if n_put >= watermark and len(stored) >= batch_size:
+            waits = len(unread) < min_new and reference_can_put()
+            assert buffer.can_get(state, batch_size, ended=False) == (not waits)
+
+    def after_put(state, i):
+        nonlocal n_put, n_replaced, n_pushbacks
+        n_put += 1
+        now = {int(j) for j in state.ids[state.order >= 0, 1]}
+        replaced = (stored | {i}) - now
+        assert i in now and len(replaced) == (len(stored) == capacity)
+        assert not replaced & unread, "an unread sample was replaced"
+        n_replaced += len(replaced)
+        stored.clear(), stored.update(now)
+        unread.add(i)
+        assert buffer.can_put(state) == reference_can_put()
+        n_pushbacks += not reference_can_put()
+        check_can_get(state)
+
+    def after_get(state, ids, ended):
+        read = set(ids[:, 1].tolist())
+        assert len(read) == batch_size and read <= stored
+        if not ended:
+            assert len(read & unread) >= min_new
+        unread.difference_update(read)
+        if ended:  # the drain evicts what it reads
+            stored.difference_update(read)
+            drained.append(read)
+        check_can_get(state)
+
+    state, batches = _stream(
+        buffer, 150, batch_size, p_put=0.8, after_put=after_put, after_get=after_get
+    )
+    assert len(batches) > 150 // batch_size  # samples are reused
+    assert n_replaced > 50 and n_pushbacks > 0  # both regimes of a full buffer were met
+    remainder = {int(j) for j in state.ids[state.order >= 0, 1]}
+    assert remainder == stored and len(remainder) < batch_size
+    assert sum(map(len, drained)) + len(remainder) == capacity  # drained from a full buffer
+    assert not set().union(*drained) & remainder
+
+
+def test_reservoir_uniform_replacement_includes_each_sample_with_probability_k_over_n():
+    # Algorithm R: after n puts each sample is stored with probability k / n.
+    k, n, repetitions = 4, 12, 1000
+    included = np.zeros(n)
+    for seed in range(repetitions):
+        buffer = Reservoir(k, replacement="uniform", seed=seed)
+        state = buffer.init(EXAMPLE)
+        for i in range(n):
+            assert buffer.can_put(state)
+            state = _put(buffer, state, i)
+        included[state.ids[:, 1]] += 1
+        stats = buffer.stats(state)
+        assert (stats["size"], stats["n_put"], stats["n_discarded"]) == (
+            k,
+            n,
+            stats["n_put"] - stats["n_inserted"],
+        )
+    p = k / n
+    sigma = np.sqrt(p * (1 - p) / repetitions)
+    # measured: max deviation 0.038 = 2.5 sigma over the 12 ids (sigma = 0.0149); bound 5 sigma
+    assert np.max(np.abs(included / repetitions - p)) < 5 * sigma
+
+
+def test_reservoir_reads_are_uniform_over_stored_samples():
+    buffer = Reservoir(10)
+    state = buffer.init(EXAMPLE)
+    for i in range(10):
+        state = _put(buffer, state, i)
+    counts = np.zeros(10)
+    for j in range(1500):
+        state, _, ids = buffer.get(state, 3, _key(j), ended=False)
+        assert len(set(ids[:, 1])) == 3
+        counts[ids[:, 1]] += 1
+    np.testing.assert_array_equal(state.seen[np.argsort(state.ids[:, 1])], counts)
+    expected = counts.sum() / 10
+    chi2 = np.sum((counts - expected) ** 2 / expected)
+    # measured: chi2 = 14.8 against the 0.999 quantile 27.9 (9 degrees of freedom)
+    assert chi2 < scipy.stats.chi2.ppf(0.999, df=9)
+
+
+# -- rate limit ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "buffer",
+    [
+        FIFO(10, min_new_per_batch=3),
+        FIRO(64, reads=3, watermark=4, min_new_per_batch=2),
+        Reservoir(16, watermark=4, min_new_per_batch=2),
+        Reservoir(16, watermark=4, min_new_per_batch=3, replacement="uniform"),
+    ],
+    ids=["fifo", "firo", "reservoir", "reservoir-uniform"],
+)
+def test_rate_limit_every_batch_brings_new_samples(buffer):
+    m, batch_size = buffer.min_new_per_batch, 4
+    read, n_waits = set(), 0
+
+    def after_put(state, i):
+        nonlocal n_waits
+        stats = buffer.stats(state)
+        if stats["size"] >= batch_size and stats["n_unseen"] < m:
+            n_waits += not buffer.can_get(state, batch_size, ended=False)
+
+    def after_get(state, ids, ended):
+        new = set(ids[:, 1].tolist()) - read
+        assert buffer.stats(state)["new_in_last_batch"] == len(new)
+        if not ended:
+            assert len(new) >= m
+        read.update(new)
+
+    _stream(buffer, 60, batch_size, after_put=after_put, after_get=after_get)
+    # the limit held batches back at times (FIFO stores unread samples only)
+    assert (n_waits > 0) != isinstance(buffer, FIFO)
+
+
+def test_rate_limit_is_waived_when_a_full_buffer_cannot_take_a_sample():
+    # FIRO full of partly read samples: waiting for new ones would deadlock.
+    buffer = FIRO(4, reads=3, min_new_per_batch=2)
+    state = buffer.init(EXAMPLE)
+    for i in range(4):
+        state = _put(buffer, state, i)
+    for j in range(2):
+        state, _, _ = buffer.get(state, 2, _key(j), ended=False)
+    assert buffer.stats(state)["n_unseen"] == 0 and not buffer.can_put(state)
+    assert buffer.can_get(state, 2, ended=False)
+    state, batches = _stream(buffer, 20, 2)  # no deadlock, every read served
+    assert Counter(np.concatenate(batches)[:, 1].tolist()) == {i: 3 for i in range(20)}
+
+
+# -- determinism, state, statistics ----------------------------------------------
+
+BUFFERS = [
+    FIFO(6),
+    FIRO(8, reads=2, watermark=4),
+    Reservoir(8, watermark=3, min_new_per_batch=1),
+    Reservoir(5, replacement="uniform", seed=7),
+]
+BUFFER_IDS = ["fifo", "firo", "reservoir", "reservoir-uniform"]
+
+
+def _run(buffer, state, first, steps):
+    """A fixed schedule of `steps` operations from sample and key `first`: put
+    on even steps when possible, else get a batch of 3."""
+    out = []
+    for t in range(first, first + steps):
+        if t % 2 == 0 and buffer.can_put(state):
+            state = _put(buffer, state, t)
+        elif buffer.can_get(state, 3, ended=False):
+            state, batch, ids = buffer.get(state, 3, _key(t), ended=False)
+            out.append((batch, ids))
+    return state, out
+
+
+@pytest.mark.parametrize("buffer", BUFFERS, ids=BUFFER_IDS)
+def test_same_keys_same_batches_and_checkpoint_round_trip(buffer):
+    state, first = _run(buffer, buffer.init(EXAMPLE), 0, 40)
+    _, again = _run(buffer, buffer.init(EXAMPLE), 0, 40)
+    assert len(first) > 5
+    for (b1, i1), (b2, i2) in zip(first, again, strict=True):
+        np.testing.assert_array_equal(i1, i2)
+        jax.tree.map(np.testing.assert_array_equal, b1, b2)
+
+    assert isinstance(state, BufferState)
+    leaves = jax.tree.leaves(state)
+    assert len(leaves) == 6 and all(isinstance(x, np.ndarray) for x in leaves)
+    restored = jax.tree.map(np.copy, state)  # what a checkpoint round trip gives
+    state, cont = _run(buffer, state, 40, 40)
+    restored, cont_restored = _run(buffer, restored, 40, 40)
+    assert len(cont) > 5
+    for (b1, i1), (b2, i2) in zip(cont, cont_restored, strict=True):
+        np.testing.assert_array_equal(i1, i2)
+        jax.tree.map(np.testing.assert_array_equal, b1, b2)
+    jax.tree.map(np.testing.assert_array_equal, state, restored)
+
+
+def test_reads_depend_on_the_key():
+    buffer = Reservoir(20)
+    state = buffer.init(EXAMPLE)
+    for i in range(20):
+        state = _put(buffer, state, i)
+    draws = {
+        tuple(buffer.get(jax.tree.map(np.copy, state), 5, _key(j), ended=False)[2][:, 1])
+        for j in range(5)
+    }
+    assert len(draws) == 5
+
+
+def test_stats_against_recorded_reads():
+    buffer = Reservoir(10)
+    state = buffer.init(EXAMPLE)
+    for i in range(6):
+        state = _put(buffer, state, i)
+    reads = Counter()
+    for j in range(7):
+        state, _, ids = buffer.get(state, 4, _key(j), ended=False)
+        reads.update(ids[:, 1].tolist())
+    stats = buffer.stats(state)
+    seen = np.array([reads[i] for i in range(6)])  # over the 6 stored samples, not 10 slots
+    assert stats["mean_seen"] == seen.mean() == 28 / 6
+    assert stats["max_seen"] == seen.max()
+    assert stats["n_unseen"] == np.sum(seen == 0)
+    assert (stats["fill"], stats["size"], stats["n_put"], stats["n_batches"]) == (0.6, 6, 6, 7)
+    assert (stats["n_evicted"], stats["new_since_last_batch"]) == (0, 0)
+    assert state.counters[N_PUT] == state.counters[N_INSERTED] == 6
+
+
+# -- bad input -----------------------------------------------------------------
+
+
+@pytest.fixture
+def untyped():
+    """Runs the call as a user without the runtime type checker would: the
+    suite's jaxtyping/beartype hook would otherwise reject a wrongly typed
+    argument (with a `TypeError` of its own) before the buffer's check."""
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: FIFO(0), "capacity"),
+        (lambda: FIFO(-3), "capacity"),
+        (lambda: FIFO(4, min_new_per_batch=-1), "min_new_per_batch"),
+        (lambda: FIFO(4, min_new_per_batch=5), "min_new_per_batch"),
+        (lambda: FIRO(4, reads=0), "reads"),
+        (lambda: FIRO(4, watermark=5), "watermark"),
+        (lambda: Reservoir(4, watermark=-1), "watermark"),
+        (lambda: Reservoir(4, replacement="lifo"), "replacement"),
+        (lambda: Reservoir(4, seed=-1), "seed"),
+    ],
+)
+def test_bad_hyperparameters(make, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: FIFO(2.5), "capacity"),
+        (lambda: FIFO(True), "capacity"),
+        (lambda: FIRO(4, reads=1.0), "reads"),
+        (lambda: FIRO(4, watermark="3"), "watermark"),
+        (lambda: Reservoir(4, seed=0.5), "seed"),
+    ],
+)
+def test_wrongly_typed_hyperparameters(untyped, make, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        make()
+
+
+def test_bad_put():
+    buffer = FIFO(2)
+    state = buffer.init(EXAMPLE)
+    with pytest.raises(ValueError, match="`sample`.*'p', 'u'"):
+        buffer.put(state, {"u": EXAMPLE["u"]}, (0, 0))
+    with pytest.raises(ValueError, match=r"`sample\['u'\]`.*shape \(2, 3\)"):
+        buffer.put(state, {**EXAMPLE, "u": np.zeros((3, 2), np.float32)}, (0, 0))
+    with pytest.raises(ValueError, match=r"`sample\['p'\]`.*dtype int64"):
+        buffer.put(state, {**EXAMPLE, "p": np.zeros(2, np.int32)}, (0, 0))
+    with pytest.raises(ValueError, match="`sample_id`"):
+        buffer.put(state, EXAMPLE, (-1, 0))
+    with pytest.raises(ValueError, match="`state`"):
+        buffer.put(FIFO(3).init(EXAMPLE), EXAMPLE, (0, 0))
+    with pytest.raises(ValueError, match="`example`"):
+        buffer.init({})
+    assert buffer.stats(state)["n_put"] == 0  # nothing half-written
+
+
+def test_badly_typed_sample_id(untyped):
+    buffer = FIFO(2)
+    with pytest.raises(ValueError, match="`sample_id`"):
+        buffer.put(buffer.init(EXAMPLE), EXAMPLE, ("run", 1))
+
+
+def test_bad_get():
+    buffer = Reservoir(4, min_new_per_batch=2)
+    state = buffer.init(EXAMPLE)
+    for i in range(4):
+        state = _put(buffer, state, i)
+    for bad in (0, 5):
+        with pytest.raises(ValueError, match="`batch_size`"):
+            buffer.can_get(state, bad, ended=False)
+        with pytest.raises(ValueError, match="`batch_size`"):
+            buffer.get(state, bad, _key(0), ended=False)
+    with pytest.raises(ValueError, match="`min_new_per_batch`"):
+        buffer.can_get(state, 1, ended=False)
+    with pytest.raises(ValueError, match="`min_new_per_batch`"):
+        buffer.get(state, 1, _key(0), ended=False)
+    state, _, _ = buffer.get(state, 3, _key(0), ended=False)  # leaves 1 unread < 2
+    with pytest.raises(ValueError, match="can_get"):
+        buffer.get(state, 3, _key(1), ended=False)
