@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m experiments.run --config experiments/configs/quickstart.py
+	$(BIN)/python -m experiments.run --config experiments/configs/online_ns_tfno.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=20 --timeout=900

@@ -23,11 +23,11 @@ storage would hold.
 """
 
 from ._buffers import (
+    COUNTER_NAMES as COUNTER_NAMES,
     FIFO as FIFO,
     FIRO as FIRO,
     AbstractBuffer as AbstractBuffer,
     BufferState as BufferState,
-    Reservoir as Reservoir,
 )
 from ._launch import (
     AbstractLauncher as AbstractLauncher,
@@ -35,6 +35,7 @@ from ._launch import (
     RunSpec as RunSpec,
     SolverJob as SolverJob,
 )
+from ._reservoir import Reservoir as Reservoir
 from ._runs import RunTable as RunTable, run_seed as run_seed
 from ._sampler import (
     AbstractSampler as AbstractSampler,

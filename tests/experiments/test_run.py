@@ -134,3 +134,19 @@ def test_command_line_error_is_one_line(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "error: --config.train.stepz: unknown key 'train.stepz'."
     ]
+
+
+def test_online_flagship_tiny_end_to_end(tmp_path):
+    """The main job's config, tiny: solver processes stream every planned step."""
+    config = run.load_config(str(ROOT / "experiments" / "configs" / "online_ns_tfno.py") + ":tiny")
+    summary = run.main_from_config(config, tmp_path)
+    study = config.study
+    assert summary["samples_received"] == study.n_runs * study.n_steps
+    assert summary["duplicates_dropped"] == 0 and summary["runs_failed"] == 0
+    assert summary["samples_trained"] == 4 * summary["steps"]
+    # 40 steps of a small TFNO on 24 samples: better than predicting zero
+    # (relative error 1); the full run's numbers are in docs/results.md.
+    assert 0.0 < summary["val_rel_l2"] < 1.0
+    for name in ("loss.png", "validation.png", "buffer.png", "predictions.png"):
+        assert (tmp_path / "plots" / name).is_file(), name
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary

@@ -1,0 +1,45 @@
+"""Solver functions for the online tests (numpy only: solver processes start fast).
+
+Each yields fields whose values say which run and step they belong to, so a
+test can check that every sample arrived intact and was paired with its run's
+parameters.
+"""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def counter(params, *, seed, n_steps, size=4):
+    """Step k of a run: `u = [a, k, seed mod 1000]` broadcast over a `size²` grid."""
+    for k in range(n_steps):
+        u = np.empty((3, size, size), np.float32)
+        u[0], u[1], u[2] = params["a"], k, seed % 1000
+        yield {"u": u}
+
+
+def crash_once(params, *, seed, n_steps, marker_dir, crash_after, mode="kill", size=4):
+    """`counter`, but the first attempt of a run with `a < 0.5` dies after step
+    `crash_after` (SIGKILL, or SIGSTOP: a hang); a marker file remembers the
+    attempt."""
+    marker = Path(marker_dir) / f"seed-{seed}"
+    # only in a solver process (validation runs are solved in the trainer's)
+    in_worker = "SCIML_ONLINE_SECRET" in os.environ
+    first = in_worker and params["a"] < 0.5 and not marker.exists()
+    for k, fields in enumerate(counter(params, seed=seed, n_steps=n_steps, size=size)):
+        yield fields
+        if first and k == crash_after:
+            marker.touch()
+            time.sleep(0.5)  # let the sent steps leave the socket first
+            os.kill(os.getpid(), signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+
+
+def always_crash(params, *, seed, n_steps, size=4):
+    """Runs with `a < 0.5` raise after their first step, at every attempt."""
+    for k, fields in enumerate(counter(params, seed=seed, n_steps=n_steps, size=size)):
+        if params["a"] < 0.5 and k == 1:
+            raise RuntimeError("this solver always fails on these parameters")
+        yield fields

@@ -1,0 +1,137 @@
+"""`train_online` end to end with local solver processes: exactly-once
+delivery, faults, data-parallel steps (the suite runs on 4 CPU devices)."""
+
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from sciml.online import FIFO, ParameterSpace, Study, train_online
+from sciml.training import Checkpointer
+
+
+N_RUNS, N_STEPS = 6, 5
+PLANNED = {(r, k) for r in range(N_RUNS) for k in range(N_STEPS)}
+
+
+def make_study(solver="counter", settings=None, **kwargs):
+    options = dict(n_runs=N_RUNS, concurrency=2, runs_per_job=2, n_validation=1, seed=0)
+    options.update(kwargs)
+    return Study(
+        solver=f"tests.online.stream_solvers.{solver}",
+        space=ParameterSpace({"a": (0.0, 1.0)}),
+        n_steps=N_STEPS,
+        settings={"n_steps": N_STEPS, **(settings or {})},
+        **options,
+    )
+
+
+def loss_fn(model, batch, key):
+    u = batch["u"]  # (batch, 3, 4, 4): [a, step, seed]
+    pred = jax.vmap(model)(u.reshape(u.shape[0], -1))
+    # each sample must carry its own run's parameters
+    mismatch = jnp.max(jnp.abs(u[:, 0, 0, 0] - batch["params"][:, 0]))
+    return jnp.mean((pred - u[:, 1, 0, :1]) ** 2), {"mismatch": mismatch}
+
+
+def train(study, workdir, buffer=None, steps=1000, **kwargs):
+    model = eqx.nn.Linear(48, 1, key=jax.random.key(0))
+    return train_online(
+        study,
+        model,
+        loss_fn,
+        buffer=FIFO(capacity=64) if buffer is None else buffer,
+        optimizer=optax.adam(1e-2),
+        batch_size=4,
+        steps=steps,
+        key=jax.random.key(1),
+        workdir=workdir,
+        progress=False,
+        log_every=1,
+        **kwargs,
+    )
+
+
+def accepted_ids(workdir):
+    checkpointer = Checkpointer(workdir / "checkpoints")
+    try:
+        return checkpointer.restore_extra().arrays["accepted"]
+    finally:
+        checkpointer.close()
+
+
+def events(workdir):
+    path = workdir / "online" / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_every_sample_arrives_exactly_once_and_fifo_trains_on_each_once(tmp_path):
+    result = train(make_study(), tmp_path)
+    summary = result.summary
+    ids = accepted_ids(tmp_path)
+    assert len(ids) == N_RUNS * N_STEPS and {tuple(map(int, i)) for i in ids} == PLANNED
+    assert summary["samples_received"] == N_RUNS * N_STEPS
+    assert summary["duplicates_dropped"] == 0 and summary["messages_rejected"] == 0
+    assert summary["runs_done"] == N_RUNS and summary["runs_failed"] == 0
+    # FIFO: each sample read once; the last 30 mod 4 = 2 (less than a batch) dropped
+    assert result.fit.ended_early and result.fit.step == 7
+    assert summary["samples_trained"] == 28
+    assert result.fit.metrics["mismatch"] == 0.0
+    # data parallel: the step ran on all 4 devices, the model is replicated
+    assert len(result.model.weight.sharding.device_set) == len(jax.devices()) == 4
+
+
+def test_a_killed_solver_is_resubmitted_and_its_resent_steps_dropped(tmp_path):
+    settings = {"marker_dir": str(tmp_path), "crash_after": 2, "mode": "kill"}
+    result = train(make_study("crash_once", settings, runs_per_job=1), tmp_path / "run")
+    ids = accepted_ids(tmp_path / "run")
+    assert len(ids) == len(PLANNED) and {tuple(map(int, i)) for i in ids} == PLANNED
+    crashed = [e for e in events(tmp_path / "run") if e["event"] == "job_failed"]
+    assert crashed and all(e["exit"] == -9 for e in crashed)
+    # each killed run re-sent steps 0, 1, 2 after its restart: all dropped
+    assert result.summary["duplicates_dropped"] == 3 * len(crashed)
+    assert result.summary["runs_done"] == N_RUNS and result.summary["runs_failed"] == 0
+
+
+def test_a_hung_solver_is_detected_by_its_timeout_and_resubmitted(tmp_path):
+    settings = {"marker_dir": str(tmp_path), "crash_after": 1, "mode": "stop"}
+    study = make_study("crash_once", settings, runs_per_job=1, timeout=3.0)
+    result = train(study, tmp_path / "run")
+    ids = accepted_ids(tmp_path / "run")
+    assert {tuple(map(int, i)) for i in ids} == PLANNED and len(ids) == len(PLANNED)
+    hung = [e for e in events(tmp_path / "run") if e["event"] == "job_failed"]
+    assert hung and all(e["exit"] == "timeout" for e in hung)
+    assert result.summary["jobs_hung"] == len(hung)
+    assert result.summary["duplicates_dropped"] == 2 * len(hung)
+
+
+def test_a_run_that_always_fails_is_redrawn_after_max_attempts(tmp_path):
+    study = make_study("always_crash", runs_per_job=1, max_attempts=2)
+    result = train(study, tmp_path)
+    summary = result.summary
+    failed = summary["failed_runs"]
+    assert failed and summary["runs_failed"] == len(failed)
+    assert all(f["params"]["a"] < 0.5 and f["attempts"] == 2 for f in failed)
+    assert all(f["replaced_by"] is not None for f in failed)
+    # the study still completes n_runs runs, all with parameters the solver accepts
+    assert summary["runs_done"] == N_RUNS
+
+
+def test_bad_batch_size_for_the_devices_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="multiple of the number of devices"):
+        train_online(
+            make_study(),
+            eqx.nn.Linear(48, 1, key=jax.random.key(0)),
+            loss_fn,
+            buffer=FIFO(capacity=8),
+            optimizer=optax.adam(1e-2),
+            batch_size=3,
+            steps=1,
+            key=jax.random.key(1),
+            workdir=tmp_path,
+        )
+    assert not np.any([p.name == "checkpoints" for p in tmp_path.iterdir()])
