@@ -45,6 +45,7 @@ drops it as a duplicate by its sample id `(run, step)`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
@@ -170,7 +171,17 @@ class Schema:
 
     def max_payload_bytes(self) -> int:
         """The payload size of a data message (the sum of the field sizes)."""
-        return sum(f.nbytes for f in self.fields)
+        return self._layout[-1][3] if self._layout else 0
+
+    @functools.cached_property
+    def _layout(self) -> tuple[tuple[str, np.dtype, int, int, tuple[int, ...]], ...]:
+        """Per field: name, wire dtype, element count, end offset in the payload, shape."""
+        layout, end = [], 0
+        for f in self.fields:
+            end += f.nbytes
+            wire = np.dtype(f.dtype).newbyteorder("<")
+            layout.append((f.name, wire, math.prod(f.shape), end, f.shape))
+        return tuple(layout)
 
     @classmethod
     def from_example(cls, example: Mapping[str, Any], n_steps: int) -> Schema:
@@ -325,14 +336,11 @@ def decode(frames: Sequence[bytes], secret: bytes, schema: Schema) -> Message:
         raise RejectedMessage("step", f"step {step} outside 0 .. {schema.n_steps - 1}.")
 
     arrays, offset = {}, 0
-    for field in schema.fields:
-        count = math.prod(field.shape)
-        array = np.frombuffer(
-            payload, np.dtype(field.dtype).newbyteorder("<"), count=count, offset=offset
-        ).reshape(field.shape)
+    for name, dtype, count, end, shape in schema._layout:
+        array = np.frombuffer(payload, dtype, count=count, offset=offset).reshape(shape)
         array.flags.writeable = False
-        arrays[field.name] = array
-        offset += field.nbytes
+        arrays[name] = array
+        offset = end
     return Message(kind, run, attempt, step=step, fields=arrays)
 
 
@@ -381,10 +389,15 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not allowed")
 
 
+# strict JSON: NaN and Infinity are not numbers here
+_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _parse_header(header: memoryview) -> dict[str, Any]:
-    """The header as a dict with checked keys and types; `RejectedMessage("malformed")` otherwise."""
+    """The header as a dict with checked keys and types; `RejectedMessage("malformed")`
+    otherwise. JSON values are checked by exact type (`bool` is not an `int`)."""
     try:
-        head = json.loads(bytes(header).decode("utf-8"), parse_constant=_reject_constant)
+        head = _JSON.decode(bytes(header).decode("utf-8"))
     except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
         raise RejectedMessage("malformed", f"header is not JSON ({error}).") from None
 
@@ -395,7 +408,7 @@ def _parse_header(header: memoryview) -> dict[str, Any]:
         raise bad("not a JSON object")
     if head.get("magic") != MAGIC:
         raise bad(f"magic is not {MAGIC!r}")
-    if not _is_int(head.get("version")) or head["version"] != VERSION:
+    if type(head.get("version")) is not int or head["version"] != VERSION:
         raise bad(f"version is not {VERSION}")
     kind = head.get("kind")
     if kind not in KINDS:
@@ -403,7 +416,7 @@ def _parse_header(header: memoryview) -> dict[str, Any]:
     if set(head) != _HEADER_KEYS[kind]:
         raise bad(f"keys {sorted(head)} != {sorted(_HEADER_KEYS[kind])}")
     for key in ("run", "attempt") + (("step",) if kind == "data" else ()):
-        if not _is_int(head[key]) or (key != "step" and head[key] < 0):
+        if type(head[key]) is not int or (key != "step" and head[key] < 0):
             raise bad(f"{key} is not an integer" + (" >= 0" if key != "step" else ""))
     if kind == "open":
         params = head["params"]
@@ -423,7 +436,7 @@ def _parse_header(header: memoryview) -> dict[str, Any]:
             and isinstance(s["name"], str)
             and isinstance(s["dtype"], str)
             and isinstance(s["shape"], list)
-            and all(_is_int(n) for n in s["shape"])
+            and all(type(n) is int for n in s["shape"])
             for s in specs
         ):
             raise bad("fields is not a list of {name: str, dtype: str, shape: [int, ...]}")
