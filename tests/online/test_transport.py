@@ -311,7 +311,7 @@ def test_callback_error_is_raised_by_stop():
     receiver.stop()  # idempotent, raises once
 
 
-def test_stop_is_prompt_and_idempotent():
+def test_stop_is_idempotent_and_final():
     receiver = SampleReceiver(SCHEMA, SECRET, on_open=print, on_data=print, on_close=print, hwm=4)
     receiver.start()
     assert receiver.running
