@@ -1,0 +1,176 @@
+"""Online training transport: samples/s and MB/s from solver processes into a buffer.
+
+1. Transport: 1, 2 and 4 producer processes (spawned, each one `SolverClient`
+   sending one pre-made float32 field per step, as fast as it can) into one
+   `SampleReceiver` on a loopback TCP port, whose `on_data` copies every field
+   into a preallocated numpy ring (a stand-in for the training buffer). Timed
+   from the moment all producers are connected until the last sample is in the
+   ring; fields of 64² and 256² float32. Each line gives samples/s, MB/s and
+   the ratio to the 1-producer case of the same size.
+2. The parts of one message, in this process, on the same payload: the HMAC
+   (computed once by the sender, once by the receiver), `encode_data`,
+   `decode`, and the copy into the ring. `auth_fraction` is the HMAC time
+   per sample times the measured 1-producer sample rate: the share of the
+   receiver's time spent authenticating (what switching auth off would save
+   at most on the receiving side).
+
+Producers and the receiver share the machine's cores: with fewer cores than
+producers + 1 the multi-producer rates measure contention, not scaling.
+
+usage: python -m benchmarks.online [--quick]   (--quick: fewer samples, one repeat)
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import threading
+import time
+
+import numpy as np
+
+
+# The producer runs in spawned processes that import this module: keep the
+# module-level imports free of JAX (`benchmarks._common` imports it).
+
+
+def _producer(address, secret, run, n_steps, size, barrier):
+    from sciml.online._transport import SolverClient
+
+    field = np.random.default_rng(run).standard_normal((size, size)).astype(np.float32)
+    with SolverClient(address, secret, run=run) as client:
+        client.open({"run": float(run)})
+        barrier.wait()
+        for step in range(n_steps):
+            client.send(step, {"u": field})
+
+
+def bench_transport(size, producers, total, ring_slots=256):
+    from sciml.online._transport import SampleReceiver
+    from sciml.online._wire import Schema, new_secret
+
+    per_producer = total // producers
+    total = per_producer * producers
+    schema = Schema.from_example({"u": np.zeros((size, size), np.float32)}, per_producer)
+    ring = np.zeros((ring_slots, size, size), np.float32)
+    state = {"count": 0, "end": None}
+    done = threading.Event()
+
+    def on_data(message):
+        np.copyto(ring[state["count"] % ring_slots], message.fields["u"])
+        state["count"] += 1
+        if state["count"] == total:
+            state["end"] = time.perf_counter()
+            done.set()
+
+    noop = lambda message: None  # noqa: E731
+    secret = new_secret()
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(producers + 1)
+    with SampleReceiver(schema, secret, on_open=noop, on_data=on_data, on_close=noop) as receiver:
+        processes = [
+            context.Process(
+                target=_producer,
+                args=(receiver.address, secret, run, per_producer, size, barrier),
+            )
+            for run in range(producers)
+        ]
+        for process in processes:
+            process.start()
+        try:
+            barrier.wait(timeout=120)
+            start = time.perf_counter()
+            if not done.wait(timeout=300):
+                raise RuntimeError(f"only {state['count']} of {total} samples arrived")
+        finally:
+            for process in processes:
+                process.join(timeout=60)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+        counters = receiver.counters()
+    assert counters["accepted"] == total and counters["rejected"] == 0, counters
+    seconds = state["end"] - start
+    return {"samples": total, "seconds": seconds, "samples_per_s": total / seconds}
+
+
+def _per_call(fn, min_seconds):
+    fn()
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < min_seconds or calls < 5:
+        fn()
+        calls += 1
+    return elapsed / calls
+
+
+def bench_parts(size, min_seconds):
+    from sciml.online._wire import Schema, _mac, decode, encode_data, new_secret
+
+    secret = new_secret()
+    field = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
+    schema = Schema.from_example({"u": field}, 1)
+    frames = encode_data(secret, 0, 0, 0, {"u": field})
+    ring = np.zeros((16, size, size), np.float32)
+    return {
+        "hmac_s": _per_call(lambda: _mac(secret, frames[0], frames[1]), min_seconds),
+        "encode_s": _per_call(lambda: encode_data(secret, 0, 0, 0, {"u": field}), min_seconds),
+        "decode_s": _per_call(lambda: decode(frames, secret, schema), min_seconds),
+        "copy_s": _per_call(lambda: np.copyto(ring[3], field), min_seconds),
+    }
+
+
+def main(argv=None):
+    from benchmarks._common import emit, environment
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples, one repeat")
+    args = parser.parse_args(argv)
+    emit({"benchmark": "online.environment", "cpus": os.cpu_count(), **environment()})
+    # samples per case: a few seconds each at the rates seen on a 2-core machine
+    totals = {64: 2000, 256: 400} if args.quick else {64: 16000, 256: 4000}
+    repeats = 1 if args.quick else 3
+    min_seconds = 0.1 if args.quick else 0.3
+    rows = []
+    for size in (64, 256):
+        mb = size * size * 4 / 1e6
+        parts = bench_parts(size, min_seconds)
+        base = None
+        for producers in (1, 2, 4):
+            runs = [bench_transport(size, producers, totals[size]) for _ in range(repeats)]
+            result = max(runs, key=lambda r: r["samples_per_s"])  # best of the repeats
+            rate = result["samples_per_s"]
+            base = base or rate
+            record = {
+                "benchmark": "online.transport",
+                "size": size,
+                "producers": producers,
+                **result,
+                "MB_per_s": rate * mb,
+                "ratio_to_1_producer": rate / base,
+                "repeats": repeats,
+            }
+            emit(record)
+            rows.append(record)
+        emit(
+            {
+                "benchmark": "online.parts",
+                "size": size,
+                "message_MB": mb,
+                **parts,
+                "hmac_MB_per_s": mb / parts["hmac_s"],
+                "auth_fraction": parts["hmac_s"] * base,
+            }
+        )
+        rows[-1]["parts"] = parts
+    print("\n| field | producers | samples/s | MB/s | vs 1 producer |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(
+            f"| {r['size']}² float32 | {r['producers']} | {r['samples_per_s']:.0f} | "
+            f"{r['MB_per_s']:.0f} | {r['ratio_to_1_producer']:.2f}× |"
+        )
+
+
+if __name__ == "__main__":
+    main()

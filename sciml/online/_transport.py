@@ -1,0 +1,460 @@
+"""Sample transport over ZeroMQ: the server's `SampleReceiver` and the solvers' `SolverClient`.
+
+Solvers PUSH, the server PULLs (ZeroMQ fair-queues between the connected
+solvers). Each message is the three-frame format of `_wire`: authenticated by
+an HMAC with a per-study secret, no pickle. The secret reaches solver processes
+through the environment (`secret_to_env` / `secret_from_env`) or a file of mode
+0600 (`write_secret` / `read_secret`), never the command line, which other
+users of the machine can read.
+
+**Delivery semantics.** A sample's id is `(run, step)`. The receiver keeps the
+ids it accepted (a set for lookups, a list in acceptance order that is part of
+the trainer's checkpoint and can be handed back through `accepted=` after a
+restart) and drops any data message whose id it already accepted, counting it
+as a duplicate: a restarted solver (a new `attempt`) resending its first steps,
+or a replayed message, never reaches the buffer twice. An id is recorded just
+before `on_data` is called with it; `in_flight()` names the id whose `on_data`
+has not yet returned, so a checkpoint taken while `on_data` blocks can tell
+whether that sample is already in the buffer.
+
+**Back-pressure.** `on_data` may block (the buffer is full): ZeroMQ then
+queues up to `hwm` messages on the server and `sndhwm` per solver, after which
+the solvers' `send` blocks. Both count toward memory: at most
+`(hwm + solvers × sndhwm) × message size` bytes sit in queues.
+
+**Hostile input.** `zmq.MAXMSGSIZE` is set just above the largest frame a valid
+message has, so ZeroMQ drops a larger frame and disconnects that peer without
+allocating it. Every other bad message is rejected by `decode` (or as an
+unknown run) and counted under `counters()["rejected_<reason>"]`; an exception
+while decoding never stops the receiver. An exception raised by a callback
+(`on_open`, `on_data`, `on_close`, `is_known_run`) is a bug in the caller: it
+stops the receiving thread, is kept in `receiver.error` and re-raised by
+`stop()`.
+
+Nothing here imports JAX: solver processes that only send stay light.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import zmq
+
+from ._wire import (
+    MAX_HEADER_BYTES,
+    REJECT_REASONS,
+    Message,
+    RejectedMessage,
+    Schema,
+    check_secret,
+    decode,
+    encode_close,
+    encode_data,
+    encode_open,
+)
+
+
+SECRET_ENV = "SCIML_ONLINE_SECRET"
+# Frames above the largest valid one by more than this are dropped by ZeroMQ;
+# within it they reach `decode` and are counted as oversized.
+MAXMSGSIZE_SLACK = 4096
+_POLL_MS = 100
+_BATCH = 256  # messages handled between two checks of the stop flag
+_log = logging.getLogger(__name__)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    # `sciml._checks` imports JAX; solver processes import this module without it.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def _check_address(address: Any) -> str:
+    if not isinstance(address, str) or not address.startswith(("tcp://", "ipc://")):
+        raise ValueError(
+            "`address` must be a ZeroMQ endpoint 'tcp://HOST:PORT' or 'ipc://PATH', "
+            f"got {address!r}."
+        )
+    return address
+
+
+def _check_callable(name: str, value: Any) -> Callable:
+    if not callable(value):
+        raise ValueError(f"`{name}` must be callable, got {value!r}.")
+    return value
+
+
+class SampleReceiver:
+    """Server side: binds a PULL socket; a background thread receives, decodes,
+    de-duplicates and hands accepted samples on.
+
+    **Arguments:**
+
+    - `schema`: what every data message must carry (`Schema`).
+    - `secret`: the study's secret (bytes, >= 16).
+    - `on_open`, `on_data`, `on_close`: called from the receiving thread with
+      each accepted `Message` of that kind. The arrays of a data message are
+      read-only views of the received bytes: copy them into the buffer.
+      `on_data` may block (back-pressure).
+    - `is_known_run`: `(run, attempt) -> bool`; a message of an unknown run is
+      rejected as `"unknown_run"`.
+    - `address`: the endpoint to bind; `None` binds a random loopback port
+      `"tcp://127.0.0.1:*"`. `"ipc://PATH"` works too; listen on other
+      interfaces only by passing such an address explicitly.
+    - `accepted`: sample ids `(run, step)` accepted before a restart (from a
+      checkpoint's `accepted_ids()`); they count as already accepted.
+    - `hwm`: how many messages ZeroMQ queues on the server (`RCVHWM`).
+
+    After `start()`, `address` is the endpoint clients connect to (the real
+    port when binding `*`). Use as a context manager (`start` / `stop`).
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        secret: bytes,
+        *,
+        on_open: Callable[[Message], None],
+        on_data: Callable[[Message], None],
+        on_close: Callable[[Message], None],
+        is_known_run: Callable[[int, int], bool] = lambda run, attempt: True,
+        address: str | None = None,
+        accepted: Iterable[tuple[int, int]] = (),
+        hwm: int = 64,
+    ):
+        if not isinstance(schema, Schema):
+            raise ValueError(f"`schema` must be a `Schema`, got {schema!r}.")
+        self.schema = schema
+        self._secret = check_secret(secret)
+        self._on_open = _check_callable("on_open", on_open)
+        self._on_data = _check_callable("on_data", on_data)
+        self._on_close = _check_callable("on_close", on_close)
+        self._is_known_run = _check_callable("is_known_run", is_known_run)
+        self.address = _check_address("tcp://127.0.0.1:*" if address is None else address)
+        self._hwm = _check_int("hwm", hwm, 1)
+        ids = np.asarray(list(accepted), dtype=np.int64).reshape(-1, 2)
+        self._accepted_list = [(int(run), int(step)) for run, step in ids]
+        self._accepted_set = set(self._accepted_list)
+        if len(self._accepted_set) != len(self._accepted_list):
+            raise ValueError("`accepted` must not list a sample id twice.")
+        self._in_flight: tuple[int, int] | None = None
+        self._counters = dict.fromkeys(
+            ["accepted", "duplicates", "opened", "closed", "rejected"]
+            + [f"rejected_{reason}" for reason in REJECT_REASONS],
+            0,
+        )
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._context: zmq.Context | None = None
+        self._socket: zmq.Socket | None = None
+        self._last_activity = time.monotonic()
+        self._stopped = False
+        self.error: BaseException | None = None
+
+    # lifecycle
+
+    def start(self) -> None:
+        """Binds the socket and starts the receiving thread."""
+        if self._thread is not None or self._stopped:
+            raise RuntimeError("a SampleReceiver can be started only once.")
+        context = zmq.Context(io_threads=1)
+        socket = context.socket(zmq.PULL)
+        try:
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.setsockopt(zmq.RCVHWM, self._hwm)
+            largest = max(self.schema.max_payload_bytes(), MAX_HEADER_BYTES)
+            socket.setsockopt(zmq.MAXMSGSIZE, largest + MAXMSGSIZE_SLACK)
+            socket.bind(self.address)
+            self.address = socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        except BaseException:
+            socket.close(linger=0)
+            context.term()
+            raise
+        self._context, self._socket = context, socket
+        self._thread = threading.Thread(target=self._run, name="sciml-online-receiver", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the thread (within ~100 ms unless a callback blocks), closes
+        the socket and context, and re-raises a callback's exception if one
+        stopped the receiver."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._context.term()
+            self._socket = self._context = None
+        if self.error is not None:
+            raise self.error
+
+    def __enter__(self) -> SampleReceiver:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    # state (thread-safe reads)
+
+    def accepted_ids(self) -> np.ndarray:
+        """The accepted sample ids `(run, step)` in acceptance order, shape
+        `(n, 2)`, int64 (restored ones first): part of a checkpoint."""
+        with self._lock:
+            return np.array(self._accepted_list, dtype=np.int64).reshape(-1, 2)
+
+    def in_flight(self) -> tuple[int, int] | None:
+        """The id whose `on_data` call has not returned yet, if any."""
+        with self._lock:
+            return self._in_flight
+
+    def counters(self) -> dict[str, int]:
+        """Counts of `"accepted"`, `"duplicates"`, `"opened"`, `"closed"`,
+        `"rejected"` (total) and `"rejected_<reason>"` for each of
+        `REJECT_REASONS`, since this receiver was created."""
+        with self._lock:
+            return dict(self._counters)
+
+    @property
+    def running(self) -> bool:
+        """Whether the receiving thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait_idle(self, idle_s: float = 0.3, timeout_s: float = 30.0) -> bool:
+        """Waits until no message has arrived for `idle_s` seconds (or the
+        thread ended); `False` if that did not happen within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running or time.monotonic() - self._last_activity >= idle_s:
+                return True
+            time.sleep(min(0.05, idle_s))
+        return False
+
+    # the receiving thread
+
+    def _run(self) -> None:
+        socket = self._socket
+        try:
+            while not self._stopping.is_set():
+                if not socket.poll(_POLL_MS, zmq.POLLIN):
+                    continue
+                for _ in range(_BATCH):
+                    frames = self._receive(socket)
+                    if frames is None:
+                        break
+                    self._last_activity = time.monotonic()
+                    self._handle(frames)
+                    if self.error is not None or self._stopping.is_set():
+                        break
+                if self.error is not None:
+                    return
+        except BaseException as error:  # a ZeroMQ failure: keep it for stop()
+            self.error = error
+
+    @staticmethod
+    def _receive(socket: zmq.Socket) -> list[bytes] | None:
+        """One multipart message, its frames beyond the fourth discarded (a
+        message with thousands of frames cannot make a long list)."""
+        try:
+            frames = [socket.recv(zmq.NOBLOCK)]
+        except zmq.Again:
+            return None
+        while socket.getsockopt(zmq.RCVMORE):
+            frame = socket.recv()  # the rest of a message is already there
+            if len(frames) < 4:
+                frames.append(frame)
+        return frames
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self._counters[key] += 1
+            if key.startswith("rejected_"):
+                self._counters["rejected"] += 1
+
+    def _handle(self, frames: list[bytes]) -> None:
+        try:
+            message = decode(frames, self._secret, self.schema)
+        except RejectedMessage as error:
+            _log.debug("rejected a message: %s", error)
+            self._count(f"rejected_{error.reason}")
+            return
+        except Exception as error:  # never let a bad message stop the receiver
+            _log.warning("could not decode a message (%r); counted as malformed", error)
+            self._count("rejected_malformed")
+            return
+        try:
+            if not self._is_known_run(message.run, message.attempt):
+                self._count("rejected_unknown_run")
+                return
+            if message.kind == "data":
+                key = (message.run, message.step)
+                with self._lock:
+                    if key in self._accepted_set:
+                        self._counters["duplicates"] += 1
+                        return
+                    self._accepted_set.add(key)
+                    self._accepted_list.append(key)
+                    self._counters["accepted"] += 1
+                    self._in_flight = key
+                self._on_data(message)
+                with self._lock:
+                    self._in_flight = None
+            elif message.kind == "open":
+                self._count("opened")
+                self._on_open(message)
+            else:
+                self._count("closed")
+                self._on_close(message)
+        except BaseException as error:  # a bug in a callback: surface it in stop()
+            self.error = error
+
+
+class SolverClient:
+    """Solver side: `open(params)`, then `send(step, fields)` per time step,
+    then `close(status)`.
+
+    **Arguments:**
+
+    - `address`: the receiver's `address`.
+    - `secret`: the study's secret (see `secret_from_env`, `read_secret`).
+    - `run`: this run's id (>= 0); `attempt`: how many times it was restarted.
+    - `linger_ms`: how long `close` waits for queued messages to be delivered.
+    - `sndhwm`: how many messages queue here before `send` blocks.
+
+    As a context manager, an exception inside the block closes the run with
+    status `"error: <type>: <message>"` (and propagates); otherwise `"ok"`.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        secret: bytes,
+        *,
+        run: int,
+        attempt: int = 0,
+        linger_ms: int = 30000,
+        sndhwm: int = 16,
+    ):
+        self.address = _check_address(address)
+        self._secret = check_secret(secret)
+        self.run = _check_int("run", run, 0)
+        self.attempt = _check_int("attempt", attempt, 0)
+        self._linger_ms = _check_int("linger_ms", linger_ms, 0)
+        sndhwm = _check_int("sndhwm", sndhwm, 1)
+        self._opened = self._closed = False
+        self._context = zmq.Context(io_threads=1)
+        self._socket = self._context.socket(zmq.PUSH)
+        self._socket.setsockopt(zmq.SNDHWM, sndhwm)
+        self._socket.setsockopt(zmq.LINGER, self._linger_ms)
+        self._socket.connect(self.address)
+
+    def open(self, params: Mapping[str, float]) -> None:
+        """Announces the run with its parameters (names to finite floats)."""
+        self._check_state("open")
+        if self._opened:
+            raise RuntimeError("`open` was already called for this run.")
+        self._socket.send_multipart(encode_open(self._secret, self.run, self.attempt, params))
+        self._opened = True
+
+    def send(self, step: int, fields: Mapping[str, Any]) -> None:
+        """Sends time step `step` (arrays made little-endian C-contiguous);
+        blocks while the server's queues are full."""
+        self._check_state("send")
+        if not self._opened:
+            raise RuntimeError("call `open(params)` before `send`.")
+        frames = encode_data(self._secret, self.run, self.attempt, step, fields)
+        self._socket.send_multipart(frames, copy=False)  # small frames are copied anyway
+
+    def close(self, status: str = "ok") -> None:
+        """Sends the close message, then closes the socket, waiting up to
+        `linger_ms` for queued messages to be delivered. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            # a full queue to a server that is gone must not block forever
+            self._socket.setsockopt(zmq.SNDTIMEO, self._linger_ms)
+            frames = encode_close(self._secret, self.run, self.attempt, status)
+            try:
+                self._socket.send_multipart(frames)
+            except zmq.Again:
+                _log.warning("run %d: the close message could not be queued", self.run)
+        finally:
+            self._socket.close(linger=self._linger_ms)
+            self._context.term()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_state(self, what: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"cannot `{what}`: this SolverClient is closed.")
+
+    def __enter__(self) -> SolverClient:
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        if exc_type is None:
+            self.close("ok")
+        else:
+            self.close(f"error: {exc_type.__name__}: {exc}")
+
+
+# the secret outside the server process
+
+
+def secret_to_env(
+    secret: bytes, env: Mapping[str, str] | None = None, *, var: str = SECRET_ENV
+) -> dict[str, str]:
+    """A copy of `env` (default `os.environ`) with the secret, hex-encoded, in
+    `var`: pass it as a solver process's environment."""
+    env = dict(os.environ if env is None else env)
+    env[var] = check_secret(secret).hex()
+    return env
+
+
+def secret_from_env(var: str = SECRET_ENV) -> bytes:
+    """The secret that `secret_to_env` put into this process's environment."""
+    value = os.environ.get(var)
+    if value is None:
+        raise KeyError(f"the environment variable {var!r} (the study's secret) is not set.")
+    try:
+        secret = bytes.fromhex(value)
+    except ValueError:
+        raise ValueError(f"the environment variable {var!r} is not a hex string.") from None
+    return check_secret(secret)
+
+
+def write_secret(path: str | os.PathLike, secret: bytes) -> None:
+    """Writes the secret, hex-encoded, to `path`, readable by its owner only (mode 0600)."""
+    data = check_secret(secret).hex().encode("ascii")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)  # also when the file existed with another mode
+        os.write(descriptor, data)
+    finally:
+        os.close(descriptor)
+
+
+def read_secret(path: str | os.PathLike) -> bytes:
+    """The secret that `write_secret` wrote to `path`."""
+    with open(path, encoding="ascii") as file:
+        text = file.read().strip()
+    try:
+        secret = bytes.fromhex(text)
+    except ValueError:
+        raise ValueError(f"{os.fspath(path)!r} does not hold a hex-encoded secret.") from None
+    return check_secret(secret)

@@ -1,0 +1,425 @@
+"""The ZeroMQ transport: exactly-once delivery from several solver processes,
+duplicates from restarts and replays, hostile input, client status and checks.
+
+All sockets bind or connect on loopback or ipc only.
+"""
+
+import hmac
+import multiprocessing
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from sciml.online._transport import (
+    MAXMSGSIZE_SLACK,
+    SampleReceiver,
+    SolverClient,
+    read_secret,
+    secret_from_env,
+    secret_to_env,
+    write_secret,
+)
+from sciml.online._wire import (
+    MAX_HEADER_BYTES,
+    REJECT_REASONS,
+    Schema,
+    encode_data,
+    encode_open,
+    new_secret,
+)
+
+from ._solvers import field_value, params_of, send_runs
+
+
+SECRET = new_secret()
+SHAPE = (16, 16)
+N_STEPS = 25
+SCHEMA = Schema.from_example({"u": np.zeros(SHAPE, np.float32), "t": np.float64(0)}, N_STEPS)
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Sink:
+    """Records what the receiver hands on (the fields copied, as a buffer would)."""
+
+    def __init__(self):
+        self.opened, self.closed, self.data = [], [], []
+
+    def callbacks(self):
+        return {"on_open": self.on_open, "on_data": self.on_data, "on_close": self.on_close}
+
+    def on_open(self, message):
+        self.opened.append((message.run, message.attempt, message.params))
+
+    def on_data(self, message):
+        fields = {name: np.array(array) for name, array in message.fields.items()}
+        self.data.append((message.run, message.attempt, message.step, fields))
+
+    def on_close(self, message):
+        self.closed.append((message.run, message.attempt, message.status))
+
+    def check_fields(self):
+        for run, _, step, fields in self.data:
+            np.testing.assert_array_equal(fields["u"], field_value(run, step, SHAPE))
+            assert fields["t"] == step
+
+
+def wait_until(predicate, timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def expected_counters(**counts):
+    names = ["accepted", "duplicates", "opened", "closed", "rejected"]
+    result = dict.fromkeys(names + [f"rejected_{r}" for r in REJECT_REASONS], 0)
+    result.update(counts)
+    result["rejected"] = sum(v for k, v in result.items() if k.startswith("rejected_"))
+    return result
+
+
+def test_exactly_once_from_three_processes():
+    """3 solver processes × 4 runs × 25 steps of 16×16 float32: every id once, values intact."""
+    runs = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    planned = {(run, step) for group in runs for run in group for step in range(N_STEPS)}
+    sink = Sink()
+    context = multiprocessing.get_context("spawn")
+    with SampleReceiver(SCHEMA, SECRET, **sink.callbacks()) as receiver:
+        assert receiver.address.startswith("tcp://127.0.0.1:")
+        processes = [
+            context.Process(
+                target=send_runs, args=(receiver.address, SECRET, group, N_STEPS, SHAPE)
+            )
+            for group in runs
+        ]
+        try:
+            for process in processes:
+                process.start()
+            for process in processes:
+                process.join(timeout=120)
+                assert process.exitcode == 0
+        finally:
+            for process in processes:
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+        # the close of a run follows its data on the same connection
+        wait_until(lambda: receiver.counters()["closed"] == 12)
+        assert receiver.wait_idle(idle_s=0.2)
+        counters = receiver.counters()
+        ids = receiver.accepted_ids()
+    assert counters == expected_counters(accepted=300, opened=12, closed=12)
+    assert ids.dtype == np.int64 and ids.shape == (300, 2)
+    assert {tuple(map(int, i)) for i in ids} == planned
+    assert sorted((run, step) for run, _, step, _ in sink.data) == sorted(planned)
+    sink.check_fields()
+    # within one run, steps arrive in order (one connection)
+    for run in range(12):
+        assert [s for r, _, s, _ in sink.data if r == run] == list(range(N_STEPS))
+    assert sorted(sink.opened) == [(run, 0, params_of(run)) for run in range(12)]
+    assert sorted(sink.closed) == [(run, 0, "ok") for run in range(12)]
+
+
+def test_restarted_run_and_restored_ids_are_duplicates():
+    """A restarted run (attempt 1) resends steps 0..6: 7 duplicates, nothing re-accepted;
+    ids restored from a checkpoint count as accepted."""
+    restored = [(1, step) for step in range(5)]
+    sink = Sink()
+    with SampleReceiver(SCHEMA, SECRET, accepted=restored, **sink.callbacks()) as receiver:
+        client = SolverClient(receiver.address, SECRET, run=0, attempt=0)
+        client.open(params_of(0))
+        for step in range(7):  # then the solver "crashes"
+            client.send(step, {"u": field_value(0, step, SHAPE), "t": np.float64(step)})
+        client.close("error: killed")
+        wait_until(lambda: receiver.counters()["closed"] == 1)
+        send_runs(receiver.address, SECRET, [0], N_STEPS, SHAPE, attempt=1)
+        wait_until(lambda: receiver.counters()["closed"] == 2)
+        assert receiver.counters()["duplicates"] == 7
+        send_runs(receiver.address, SECRET, [1], N_STEPS, SHAPE)
+        wait_until(lambda: receiver.counters()["closed"] == 3)
+        assert receiver.wait_idle(idle_s=0.2)
+        counters = receiver.counters()
+        ids = [tuple(map(int, i)) for i in receiver.accepted_ids()]
+    assert counters == expected_counters(accepted=25 + 20, duplicates=7 + 5, opened=3, closed=3)
+    assert ids == restored + [(0, s) for s in range(N_STEPS)] + [(1, s) for s in range(5, N_STEPS)]
+    attempts = {(run, step): attempt for run, attempt, step, _ in sink.data}
+    assert attempts == {
+        **{(0, s): 0 for s in range(7)},
+        **{(0, s): 1 for s in range(7, N_STEPS)},
+        **{(1, s): 0 for s in range(5, N_STEPS)},
+    }
+    sink.check_fields()
+    assert sink.closed == [(0, 0, "error: killed"), (0, 1, "ok"), (1, 0, "ok")]
+
+
+def _oversized_frame_disconnects(address):
+    """Sends one frame above MAXMSGSIZE from its own socket; True if ZeroMQ
+    dropped that connection (seen from the sender's side)."""
+    context = zmq.Context()
+    socket = context.socket(zmq.PUSH)
+    monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    try:
+        socket.connect(address)
+        limit = max(SCHEMA.max_payload_bytes(), MAX_HEADER_BYTES) + MAXMSGSIZE_SLACK
+        socket.send_multipart([b"{}", bytes(limit + 1), bytes(32)])
+        if not monitor.poll(10000):
+            return False
+        return recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED
+    finally:
+        socket.disable_monitor()
+        monitor.close(linger=0)
+        socket.close(linger=0)
+        context.term()
+
+
+def test_hostile_messages_are_rejected_and_honest_samples_arrive():
+    fields = {"u": field_value(0, 3, SHAPE), "t": np.float64(3)}
+    wrong_dtype = {"u": fields["u"].view(np.int32), "t": fields["t"]}  # same size
+    wrong_shape = {"u": fields["u"][:, :8], "t": fields["t"]}
+    good = encode_data(SECRET, 0, 0, 3, fields)
+
+    def signed(header, payload):
+        prefix = len(header).to_bytes(8, "little")
+        return [header, payload, hmac.new(SECRET, prefix + header + payload, "sha256").digest()]
+
+    hostile = [
+        encode_data(new_secret(), 0, 0, 3, fields),  # unauthenticated
+        signed(good[0], good[1] + bytes(8)),  # within MAXMSGSIZE, over the schema's cap
+        signed(good[0], good[1][:-8]),  # truncated
+        encode_data(SECRET, 0, 0, 3, wrong_dtype),
+        encode_data(SECRET, 0, 0, 3, wrong_shape),
+        encode_data(SECRET, 0, 0, N_STEPS, fields),  # step out of range
+        encode_data(SECRET, 7, 0, 3, fields),  # unknown run
+        encode_open(SECRET, 8, 0, {}),  # unknown run
+    ]
+    replays = [encode_data(SECRET, 1, 0, s, _solvers_fields(1, s)) for s in range(5)]
+    rng = np.random.default_rng(1234)
+    random_messages = [
+        [rng.bytes(int(rng.integers(0, 300))) for _ in range(int(rng.integers(1, 6)))]
+        for _ in range(1000)
+    ]
+    n_three = sum(len(m) == 3 for m in random_messages)  # random MAC: "auth"
+    queue = hostile + replays + random_messages
+    rng.shuffle(queue)
+
+    sink = Sink()
+    known = lambda run, attempt: run < 2  # noqa: E731
+    with SampleReceiver(SCHEMA, SECRET, is_known_run=known, **sink.callbacks()) as receiver:
+        context = zmq.Context()
+        raw = context.socket(zmq.PUSH)
+        clients = [SolverClient(receiver.address, SECRET, run=run) for run in range(2)]
+        try:
+            raw.connect(receiver.address)
+            for client in clients:
+                client.open(params_of(client.run))
+            per_step = -(-len(queue) // N_STEPS)
+            for step in range(N_STEPS):  # honest steps interleaved with hostile messages
+                for client in clients:
+                    client.send(step, _solvers_fields(client.run, step))
+                for frames in queue[step * per_step : (step + 1) * per_step]:
+                    raw.send_multipart(frames)
+                if step == 10:
+                    assert _oversized_frame_disconnects(receiver.address)
+            for client in clients:
+                client.close()
+        finally:
+            for client in clients:
+                client.close()
+            raw.close(linger=5000)
+            context.term()
+        expected = expected_counters(
+            accepted=50,
+            duplicates=5,
+            opened=2,
+            closed=2,
+            rejected_auth=1 + n_three,
+            rejected_malformed=1 + len(random_messages) - n_three,
+            rejected_oversized=1,
+            rejected_dtype=1,
+            rejected_shape=1,
+            rejected_step=1,
+            rejected_unknown_run=2,
+        )
+        wait_until(lambda: receiver.counters()["rejected"] == expected["rejected"])
+        wait_until(lambda: receiver.counters()["closed"] == 2)
+        wait_until(lambda: receiver.counters()["duplicates"] == 5)
+        assert receiver.wait_idle(idle_s=0.2)
+        assert receiver.running and receiver.error is None
+        counters = receiver.counters()
+        ids = {tuple(map(int, i)) for i in receiver.accepted_ids()}
+    assert counters == expected
+    assert ids == {(run, step) for run in range(2) for step in range(N_STEPS)}
+    assert len(sink.data) == 50
+    sink.check_fields()
+
+
+def _solvers_fields(run, step):
+    return {"u": field_value(run, step, SHAPE), "t": np.float64(step)}
+
+
+def test_ipc_address(tmp_path):
+    sink = Sink()
+    address = f"ipc://{tmp_path}/receiver.sock"
+    with SampleReceiver(SCHEMA, SECRET, address=address, **sink.callbacks()) as receiver:
+        assert receiver.address == address
+        send_runs(receiver.address, SECRET, [3], 4, SHAPE)
+        wait_until(lambda: receiver.counters()["closed"] == 1)
+        assert receiver.counters()["accepted"] == 4
+    assert [(r, s) for r, _, s, _ in sink.data] == [(3, s) for s in range(4)]
+    sink.check_fields()
+
+
+def test_client_context_manager_reports_the_error():
+    sink = Sink()
+    with SampleReceiver(SCHEMA, SECRET, **sink.callbacks()) as receiver:
+        with pytest.raises(RuntimeError, match="diverged"):
+            with SolverClient(receiver.address, SECRET, run=4, attempt=2) as client:
+                client.open({"alpha": 1.0})
+                client.send(0, _solvers_fields(4, 0))
+                raise RuntimeError("solver diverged at step 1")
+        assert client.closed
+        wait_until(lambda: receiver.counters()["closed"] == 1)
+    assert sink.closed == [(4, 2, "error: RuntimeError: solver diverged at step 1")]
+    assert sink.opened == [(4, 2, {"alpha": 1.0})]
+    assert [(r, a, s) for r, a, s, _ in sink.data] == [(4, 2, 0)]
+
+
+def test_callback_error_is_raised_by_stop():
+    def on_data(message):
+        raise ValueError(f"buffer bug at step {message.step}")
+
+    receiver = SampleReceiver(
+        SCHEMA, SECRET, on_open=lambda m: None, on_data=on_data, on_close=lambda m: None
+    )
+    receiver.start()
+    try:
+        send_runs(receiver.address, SECRET, [0], 3, SHAPE)
+        wait_until(lambda: receiver.error is not None)
+        wait_until(lambda: not receiver.running)  # the receiver stops on a user bug
+    finally:
+        with pytest.raises(ValueError, match="buffer bug at step 0"):
+            receiver.stop()
+    receiver.stop()  # idempotent, raises once
+
+
+def test_stop_is_idempotent_and_final():
+    receiver = SampleReceiver(SCHEMA, SECRET, on_open=print, on_data=print, on_close=print, hwm=4)
+    receiver.start()
+    assert receiver.running
+    receiver.stop()
+    assert not receiver.running
+    receiver.stop()
+    with pytest.raises(RuntimeError, match="once"):
+        receiver.start()
+
+
+def test_back_pressure_blocks_then_delivers(tmp_path):
+    """`on_data` blocking: the client's sends block once the queues are full,
+    and everything is delivered once the consumer resumes."""
+    shape, n_steps = (512, 512), 30  # 1 MiB messages: more than the queues and ipc buffers hold
+    schema = Schema.from_example({"u": np.zeros(shape, np.float32)}, n_steps)
+    gate = threading.Event()
+    received, sent = [], []
+
+    def on_data(message):
+        gate.wait()
+        received.append((message.step, np.array(message.fields["u"])))
+
+    def solver(address):
+        with SolverClient(address, SECRET, run=0, sndhwm=2) as client:
+            client.open({})
+            for step in range(n_steps):
+                client.send(step, {"u": field_value(0, step, shape)})
+                sent.append(step)
+
+    address = f"ipc://{tmp_path}/receiver.sock"
+    noop = lambda message: None  # noqa: E731
+    with SampleReceiver(
+        schema, SECRET, on_open=noop, on_data=on_data, on_close=noop, address=address, hwm=2
+    ) as receiver:
+        thread = threading.Thread(target=solver, args=(receiver.address,))
+        thread.start()
+        try:
+            wait_until(lambda: receiver.in_flight() == (0, 0))
+            time.sleep(0.5)
+            assert len(sent) < n_steps  # blocked
+        finally:
+            gate.set()
+            thread.join(timeout=60)
+        wait_until(lambda: receiver.counters()["closed"] == 1)
+        assert receiver.in_flight() is None
+    assert [step for step, _ in received] == list(range(n_steps))
+    for step, u in received:
+        np.testing.assert_array_equal(u, field_value(0, step, shape))
+
+
+def test_argument_checks():
+    with pytest.raises(ValueError, match="run"):
+        SolverClient("tcp://127.0.0.1:5555", SECRET, run=-1)
+    with pytest.raises(ValueError, match="attempt"):
+        SolverClient("tcp://127.0.0.1:5555", SECRET, run=0, attempt=-2)
+    with pytest.raises(ValueError, match="secret"):
+        SolverClient("tcp://127.0.0.1:5555", b"0123456789", run=0)
+    with pytest.raises(ValueError, match="address"):
+        SolverClient("http://127.0.0.1:5555", SECRET, run=0)
+    with pytest.raises(ValueError, match="sndhwm"):
+        SolverClient("tcp://127.0.0.1:5555", SECRET, run=0, sndhwm=0)
+    callbacks = Sink().callbacks()
+    with pytest.raises(ValueError, match="secret"):
+        SampleReceiver(SCHEMA, b"short", **callbacks)
+    with pytest.raises(ValueError, match="hwm"):
+        SampleReceiver(SCHEMA, SECRET, hwm=0, **callbacks)
+    with pytest.raises(ValueError, match="address"):
+        SampleReceiver(SCHEMA, SECRET, address="udp://127.0.0.1:1", **callbacks)
+    with pytest.raises(ValueError, match="twice"):
+        SampleReceiver(SCHEMA, SECRET, accepted=[(0, 1), (0, 1)], **callbacks)
+
+
+def test_client_state_errors():
+    with SampleReceiver(SCHEMA, SECRET, **Sink().callbacks()) as receiver:
+        client = SolverClient(receiver.address, SECRET, run=0, linger_ms=1000)
+        with pytest.raises(RuntimeError, match="open"):
+            client.send(0, _solvers_fields(0, 0))
+        client.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            client.open({})
+
+
+def test_secret_through_file_and_environment(tmp_path, monkeypatch):
+    secret = new_secret()
+    path = tmp_path / "secret"
+    path.write_text("old")
+    path.chmod(0o644)
+    write_secret(path, secret)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert read_secret(path) == secret
+    env = secret_to_env(secret, {"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "SCIML_ONLINE_SECRET": secret.hex()}
+    monkeypatch.setenv("SCIML_ONLINE_SECRET", env["SCIML_ONLINE_SECRET"])
+    assert secret_from_env() == secret
+    monkeypatch.delenv("SCIML_ONLINE_SECRET")
+    with pytest.raises(KeyError, match="SCIML_ONLINE_SECRET"):
+        secret_from_env()
+    monkeypatch.setenv("SCIML_ONLINE_SECRET", "zz")
+    with pytest.raises(ValueError, match="hex"):
+        secret_from_env()
+
+
+def test_client_side_imports_no_jax():
+    """Solver processes import the client without JAX (fast spawn, no JAX state)."""
+    code = (
+        "import sys, sciml.online._transport; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib')); "
+        "assert not bad, bad"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env=env, timeout=120)
