@@ -27,7 +27,8 @@ import textwrap
 from pathlib import Path
 
 folder = Path(tempfile.mkdtemp())
-(folder / "my_heat.py").write_text(textwrap.dedent('''
+(folder / "my_heat.py").write_text(
+    textwrap.dedent("""
     import numpy as np
 
     def heat_pairs(params, *, seed, n_steps, resolution=64, interval=0.01):
@@ -44,7 +45,8 @@ folder = Path(tempfile.mkdtemp())
             for _ in range(substeps):
                 u = u + r * (np.roll(u, 1) - 2 * u + np.roll(u, -1))
             yield {"u": start[None].astype(np.float32), "u_next": u[None].astype(np.float32)}
-'''))
+""")
+)
 sys.path.insert(0, str(folder))  # the solver processes inherit this path
 
 import my_heat  # noqa: E402
@@ -130,7 +132,12 @@ result = train_online(
     progress=False,
 )
 summary = result.summary
-print({k: summary[k] for k in ("samples_received", "samples_trained", "duplicates_dropped", "runs_done")})
+print(
+    {
+        k: summary[k]
+        for k in ("samples_received", "samples_trained", "duplicates_dropped", "runs_done")
+    }
+)
 print({k: round(v, 4) for k, v in result.fit.metrics.items() if k.startswith("eval_")})
 
 # %% [markdown]
@@ -155,8 +162,12 @@ axes[0].plot([r["step"] for r in train], [r["received"] for r in train], label="
 axes[0].plot([r["step"] for r in train], [r["trained"] for r in train], label="trained (reads)")
 axes[0].set(xlabel="optimiser step", ylabel="samples", title="the stream")
 axes[0].legend()
-axes[1].semilogy([r["step"] for r in evals], [r["val_rel_l2"] for r in evals], "o-", label="surrogate")
-axes[1].axhline(evals[-1]["persistence_rel_l2"], color="0.5", ls="--", label="persistence u(t+Δ) ≈ u(t)")
+axes[1].semilogy(
+    [r["step"] for r in evals], [r["val_rel_l2"] for r in evals], "o-", label="surrogate"
+)
+axes[1].axhline(
+    evals[-1]["persistence_rel_l2"], color="0.5", ls="--", label="persistence u(t+Δ) ≈ u(t)"
+)
 axes[1].set(xlabel="optimiser step", ylabel="relative L2", title="validation on held-out runs")
 axes[1].legend()
 fig.tight_layout()

@@ -84,9 +84,9 @@ class ParameterSpace(eqx.Module):
         low, high = np.array(self.lows), np.array(self.highs)
         log = np.array([s == "log" for s in self.scales])
         linear = low + u * (high - low)
-        logged = np.exp(
-            np.log(np.where(log, low, 1.0)) + u * np.log(np.where(log, high / low, 1.0))
-        )
+        safe_low = np.where(log, low, 1.0)  # log scales have low > 0
+        safe_high = np.where(log, high, 1.0)
+        logged = safe_low * np.exp(u * np.log(safe_high / safe_low))
         return np.where(log, logged, linear)
 
     def as_dict(self, row: np.ndarray) -> dict[str, float]:

@@ -59,6 +59,7 @@ class _Job:
     runs: list[int]
     handle: Any
     last_activity: float
+    heard: bool = False  # a message arrived (until then, start-up time is allowed too)
     exit_code: int | str | None = None
     exited_at: float | None = None
 
@@ -213,6 +214,7 @@ class SampleStream:
         job = self.jobs.get(self.run_job.get(run, -1))
         if job is not None:
             job.last_activity = time.perf_counter()
+            job.heard = True
 
     def _on_open(self, msg: Message) -> None:
         with self.lock:
@@ -268,7 +270,8 @@ class SampleStream:
         for job in list(self.jobs.values()):
             if job.exit_code is None:
                 code = self.launcher.poll(job.handle)
-                if code is None and now - job.last_activity > self.study.timeout:
+                limit = self.study.timeout + (0 if job.heard else self.study.start_timeout)
+                if code is None and now - job.last_activity > limit:
                     self.launcher.cancel(job.handle)
                     code = "timeout"
                     self.counters["jobs_hung"] += 1
@@ -340,7 +343,7 @@ class SampleStream:
             self.lock.notify_all()
         return batch
 
-    def monitor(self) -> dict[str, float]:
+    def monitor(self) -> dict[str, float | int]:
         """Counters and rates for the progress bar and `metrics.jsonl`."""
         receiver = self._receiver_totals()
         with self.lock:

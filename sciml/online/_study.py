@@ -51,7 +51,9 @@ class Study:
     - `max_attempts`: attempts per run before its parameters are redrawn.
     - `timeout`: seconds without a message from a running job before it is
       declared hung, killed and its runs resubmitted (longer than one solver
-      step plus the process start).
+      step).
+    - `start_timeout`: extra seconds a job is given to send its first message
+      (the interpreter and the solver's imports start, a JAX solver compiles).
     - `address`: where the trainer listens; None binds a free loopback TCP
       port; `"ipc:///path"` or `"tcp://0.0.0.0:PORT"` (other nodes) on request.
     """
@@ -68,6 +70,7 @@ class Study:
     seed: int = 0
     max_attempts: int = 3
     timeout: float = 120.0
+    start_timeout: float = 60.0
     address: str | None = None
 
     def __post_init__(self):

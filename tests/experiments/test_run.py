@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from experiments import run
-from sciml.training import Checkpointer
+from sciml.training import Checkpointer, read_metrics
 
 
 ROOT = Path(__file__).parents[2]
@@ -144,8 +144,12 @@ def test_online_flagship_tiny_end_to_end(tmp_path):
     assert summary["samples_received"] == study.n_runs * study.n_steps
     assert summary["duplicates_dropped"] == 0 and summary["runs_failed"] == 0
     assert summary["samples_trained"] == 4 * summary["steps"]
-    # 40 steps of a small TFNO on 24 samples: better than predicting zero
-    # (relative error 1); the full run's numbers are in docs/results.md.
+    # 40 steps of a small TFNO on 32 streamed samples: the training loss falls
+    # (measured 1.09 -> 0.83) and the validation error ends below that of
+    # predicting zero (1; measured 0.86). The full run's numbers are in
+    # docs/results.md.
+    losses = [r["loss"] for r in read_metrics(tmp_path / "metrics.jsonl") if r["split"] == "train"]
+    assert losses[-1] < 0.9 * losses[0]
     assert 0.0 < summary["val_rel_l2"] < 1.0
     for name in ("loss.png", "validation.png", "buffer.png", "predictions.png"):
         assert (tmp_path / "plots" / name).is_file(), name
