@@ -2,7 +2,7 @@
 
 Solver processes on this machine run Navier–Stokes with a sampled viscosity
 ν ∈ [1e-3, 1e-2] (log-uniform, Monte Carlo) and a random initial vorticity on a
-64² grid, and stream 16 time steps each, pairs `(ω(t), ω(t + 0.5))`, to the
+32² grid, and stream 16 time steps each, pairs `(ω(t), ω(t + 0.5))`, to the
 trainer over ZeroMQ (authenticated, loopback). The trainer keeps them in a
 reservoir buffer and trains a TFNO (Tucker, rank 0.1) on `[ω(t), log ν] ↦
 ω(t + 0.5)`; validation on 4 held-out runs. About 10 minutes on 2 CPU cores.
@@ -21,22 +21,22 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = online_config(
         "online_ns_tfno",
         "experiments.tasks.online_ns",
-        steps=2500,
+        steps=1500,
         batch_size=16,
         learning_rate=3e-3,
         solver="solvers.streams.navier_stokes_pairs",
         space={"viscosity": (1e-3, 1e-2, "log")},
         n_runs=300,
         n_steps=16,
-        settings={"resolution": 64, "n_steps": 16, "interval": 0.5, "dt": 5e-3},
+        settings={"resolution": 32, "n_steps": 16, "interval": 0.5, "dt": 5e-3},
     )
     config.train.loss = "l2"
-    config.train.eval_every = 250
-    config.train.checkpoint_every = 250
+    config.train.eval_every = 150
+    config.train.checkpoint_every = 150
     config.buffer.capacity = 1600
     config.buffer.watermark = 160
     config.model = model_config(
-        n_modes=(16, 16), hidden_channels=24, n_layers=4, factorization="tucker", rank=0.1
+        n_modes=(12, 12), hidden_channels=24, n_layers=4, factorization="tucker", rank=0.1
     )
     return defaults.select_variant(config, variant, tiny=tiny)
 
