@@ -14,7 +14,6 @@ import math
 import time
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -155,4 +154,4 @@ def train_and_evaluate(config, workdir) -> dict:
     )
     plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
     plot_predictions(result.model, inputs, result.validation, plot_dir, study)
-    return online_summary(result, count_params(eqx.filter(result.model, eqx.is_array)), seconds)
+    return online_summary(result, count_params(result.model), seconds)

@@ -124,7 +124,6 @@ class LocalLauncher(AbstractLauncher):
     def _environment(self, secret: bytes) -> dict[str, str]:
         env = dict(os.environ)
         # A job is not the test suite's 4-device host, nor a second GPU user.
-        env.pop("XLA_FLAGS", None)
         env["XLA_FLAGS"] = (
             f"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={self.threads}"
         )
