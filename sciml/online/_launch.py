@@ -51,6 +51,8 @@ class SolverJob:
     - `address`: the trainer's endpoint (`tcp://…` or `ipc://…`).
     - `n_steps`: the number of time steps every run yields.
     - `runs`: the runs, in order.
+    - `timeout`: seconds a send may wait for the trainer before the job gives
+      up (the study's `timeout`; None: forever).
     """
 
     job: int
@@ -59,6 +61,7 @@ class SolverJob:
     address: str
     n_steps: int
     runs: tuple[RunSpec, ...]
+    timeout: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

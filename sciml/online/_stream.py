@@ -156,6 +156,8 @@ class SampleStream:
         self.accepted = [tuple(map(int, row)) for row in extra.arrays["accepted"]]
         self.table.restore(extra.data["runs"])
         self.counters.update(extra.data["counters"])
+        # job ids go on where they stopped (specs and logs of old jobs are kept)
+        self.next_job = self.counters["jobs_started"]
         self._restored_receiver = dict(extra.data.get("receiver", {}))
 
     # -- lifecycle --------------------------------------------------------------
@@ -304,6 +306,7 @@ class SampleStream:
             address=self.receiver.address,
             n_steps=self.study.n_steps,
             runs=tuple(specs),
+            timeout=self.study.timeout,
         )
         jobs_dir = self.workdir / "jobs"
         spec_path = job.write(jobs_dir / f"job-{job_id}.json")

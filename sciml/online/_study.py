@@ -19,7 +19,7 @@ import numpy as np
 from .._checks import check_positive_int
 from ._runs import run_seed
 from ._sampler import AbstractSampler, MonteCarlo, ParameterSpace
-from .worker import import_solver
+from ._worker import import_solver
 
 
 # Validation runs take their seeds from a stream no training run uses.

@@ -330,8 +330,14 @@ class SolverClient:
     - `address`: the receiver's `address`.
     - `secret`: the study's secret (see `secret_from_env`, `read_secret`).
     - `run`: this run's id (>= 0); `attempt`: how many times it was restarted.
-    - `linger_ms`: how long `close` waits for queued messages to be delivered.
     - `sndhwm`: how many messages queue here before `send` blocks.
+    - `send_timeout_ms`: how long `send` may block on a full queue before it
+      raises `TimeoutError` (None: forever). A solver whose trainer is gone
+      (killed, or restarted on another address) then exits instead of
+      waiting forever.
+    - `linger_ms`: how long `close` waits for queued messages to be delivered
+      (default: `send_timeout_ms`, or 30 s without one); if they were not,
+      `close` raises `TimeoutError`.
 
     As a context manager, an exception inside the block closes the run with
     status `"error: <type>: <message>"` (and propagates); otherwise `"ok"`.
@@ -344,20 +350,28 @@ class SolverClient:
         *,
         run: int,
         attempt: int = 0,
-        linger_ms: int = 30000,
         sndhwm: int = 16,
+        send_timeout_ms: int | None = None,
+        linger_ms: int | None = None,
     ):
         self.address = _check_address(address)
         self._secret = check_secret(secret)
         self.run = _check_int("run", run, 0)
         self.attempt = _check_int("attempt", attempt, 0)
-        self._linger_ms = _check_int("linger_ms", linger_ms, 0)
         sndhwm = _check_int("sndhwm", sndhwm, 1)
+        if send_timeout_ms is not None:
+            send_timeout_ms = _check_int("send_timeout_ms", send_timeout_ms, 1)
+        self._send_timeout_ms = send_timeout_ms
+        if linger_ms is None:
+            linger_ms = 30000 if send_timeout_ms is None else send_timeout_ms
+        self._linger_ms = _check_int("linger_ms", linger_ms, 0)
         self._opened = self._closed = False
         self._context = zmq.Context(io_threads=1)
         self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.SNDHWM, sndhwm)
         self._socket.setsockopt(zmq.LINGER, self._linger_ms)
+        if send_timeout_ms is not None:
+            self._socket.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
         self._socket.connect(self.address)
 
     def open(self, params: Mapping[str, float]) -> None:
@@ -365,7 +379,7 @@ class SolverClient:
         self._check_state("open")
         if self._opened:
             raise RuntimeError("`open` was already called for this run.")
-        self._socket.send_multipart(encode_open(self._secret, self.run, self.attempt, params))
+        self._send(encode_open(self._secret, self.run, self.attempt, params))
         self._opened = True
 
     def send(self, step: int, fields: Mapping[str, Any]) -> None:
@@ -375,14 +389,25 @@ class SolverClient:
         if not self._opened:
             raise RuntimeError("call `open(params)` before `send`.")
         frames = encode_data(self._secret, self.run, self.attempt, step, fields)
-        self._socket.send_multipart(frames, copy=False)  # small frames are copied anyway
+        self._send(frames, copy=False)  # small frames are copied anyway
+
+    def _send(self, frames: list, copy: bool = True) -> None:
+        try:
+            self._socket.send_multipart(frames, copy=copy)
+        except zmq.Again:
+            raise TimeoutError(
+                f"run {self.run}: the trainer at {self.address} took no message for "
+                f"{self._send_timeout_ms / 1000:g} s; is it still running?"
+            ) from None
 
     def close(self, status: str = "ok") -> None:
         """Sends the close message, then closes the socket, waiting up to
-        `linger_ms` for queued messages to be delivered. Idempotent."""
+        `linger_ms` for queued messages to be delivered; raises `TimeoutError`
+        if they were not (the trainer is gone). Idempotent."""
         if self._closed:
             return
         self._closed = True
+        queued = True
         try:
             # a full queue to a server that is gone must not block forever
             self._socket.setsockopt(zmq.SNDTIMEO, self._linger_ms)
@@ -390,10 +415,17 @@ class SolverClient:
             try:
                 self._socket.send_multipart(frames)
             except zmq.Again:
-                _log.warning("run %d: the close message could not be queued", self.run)
+                queued = False
         finally:
+            start = time.monotonic()
             self._socket.close(linger=self._linger_ms)
-            self._context.term()
+            self._context.term()  # returns once all is delivered, or at the linger
+            waited_ms = 1000 * (time.monotonic() - start)
+        if self._linger_ms and (not queued or waited_ms >= self._linger_ms):
+            raise TimeoutError(
+                f"run {self.run}: the trainer at {self.address} took no message for "
+                f"{self._linger_ms / 1000:g} s; is it still running?"
+            )
 
     @property
     def closed(self) -> bool:
@@ -409,8 +441,13 @@ class SolverClient:
     def __exit__(self, exc_type, exc, traceback) -> None:
         if exc_type is None:
             self.close("ok")
-        else:
+            return
+        if exc_type is TimeoutError:  # the trainer is gone: nothing would arrive
+            self._linger_ms = 0
+        try:
             self.close(f"error: {exc_type.__name__}: {exc}")
+        except TimeoutError:
+            pass  # the error in the block is the one to report
 
 
 # the secret outside the server process

@@ -183,6 +183,8 @@ class Checkpointer:
             "opt_state": _abstract(opt_leaves),
             "key": jax.ShapeDtypeStruct(key_shape, jnp.uint32),
         }
+        if "extra" in saved:  # orbax restores an item whole
+            target["extra"] = _numpy_target(saved["extra"])
         restored = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
         )["state"]
@@ -213,16 +215,12 @@ class Checkpointer:
         if "extra" in saved:
             # The whole state is read (orbax restores an item whole), every
             # array shaped as saved.
-            # numpy targets restore as numpy arrays of the saved dtype (a JAX
-            # target would turn int64 into int32 when 64-bit types are off).
             target = {
                 name: jax.tree.map(lambda m: jax.ShapeDtypeStruct(tuple(m.shape), m.dtype), item)
                 for name, item in saved.items()
                 if name != "extra"
             }
-            target["extra"] = {
-                name: np.zeros(tuple(m.shape), m.dtype) for name, m in saved["extra"].items()
-            }
+            target["extra"] = _numpy_target(saved["extra"])
             restored = self._manager.restore(
                 step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
             )["state"]
@@ -257,6 +255,8 @@ class Checkpointer:
             ],
             "key": jax.ShapeDtypeStruct(tuple(saved["key"].shape), jnp.uint32),
         }
+        if "extra" in saved:
+            target["extra"] = _numpy_target(saved["extra"])
         restored = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
         )["state"]
@@ -264,6 +264,12 @@ class Checkpointer:
 
     def close(self) -> None:
         self._manager.close()
+
+
+def _numpy_target(metadata: dict) -> dict[str, np.ndarray]:
+    """Restore targets for saved extra arrays: numpy, shaped and typed as saved
+    (a JAX target would turn int64 into int32 when 64-bit types are off)."""
+    return {name: np.zeros(tuple(m.shape), m.dtype) for name, m in metadata.items()}
 
 
 def read_run_config(path: str | Path, step: int | None = None) -> dict | None:

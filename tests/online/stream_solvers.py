@@ -43,3 +43,11 @@ def always_crash(params, *, seed, n_steps, size=4):
         if params["a"] < 0.5 and k == 1:
             raise RuntimeError("this solver always fails on these parameters")
         yield fields
+
+
+def slow_counter(params, *, seed, n_steps, delay, size=4):
+    """`counter` with `delay` seconds of work before each step (so a test can
+    stop the trainer part-way through a study)."""
+    for fields in counter(params, seed=seed, n_steps=n_steps, size=size):
+        time.sleep(delay)
+        yield fields

@@ -290,6 +290,22 @@ def test_client_context_manager_reports_the_error():
     assert [(r, a, s) for r, a, s, _ in sink.data] == [(4, 2, 0)]
 
 
+@pytest.mark.parametrize("n_steps", [2, N_STEPS])
+def test_a_client_whose_trainer_is_gone_times_out_and_exits_promptly(n_steps, tmp_path):
+    # An endpoint nobody listens on (a loopback port could be taken by another process).
+    address = f"ipc://{tmp_path / 'gone.ipc'}"
+    start = time.monotonic()
+    # 2 steps fit the queue of 4 (then `close` waits 0.2 s for delivery and
+    # raises); 25 steps fill it (then `send` waits 0.2 s and raises).
+    with pytest.raises(TimeoutError, match="took no message for 0.2 s"):
+        with SolverClient(address, SECRET, run=0, sndhwm=4, send_timeout_ms=200) as client:
+            client.open({"alpha": 1.0})
+            for step in range(n_steps):
+                client.send(step, _solvers_fields(0, step))
+    assert time.monotonic() - start < 5.0  # no 30 s linger
+    assert client.closed
+
+
 def test_callback_error_is_raised_by_stop():
     def on_data(message):
         raise ValueError(f"buffer bug at step {message.step}")

@@ -15,6 +15,7 @@ import pytest
 from sciml.training import (
     Checkpointer,
     CheckpointMismatchError,
+    Extra,
     NonFiniteLossError,
     fit,
     init_opt_state,
@@ -267,3 +268,30 @@ def test_restore_model_needs_no_optimizer(tmp_path, getkey):
     assert again.metrics["loss"] == result.metrics["loss"] and again.start_step == 30
     with pytest.raises(CheckpointMismatchError, match="shapes"):
         restore_model(tmp_path, eqx.nn.Linear(3, 1, key=getkey()))
+
+
+def test_extra_state_round_trips_beside_the_model(tmp_path, getkey):
+    model = eqx.nn.Linear(3, 2, key=getkey())
+    optimizer = make_optimizer({"name": "adam"})
+    opt_state = init_opt_state(optimizer, model)
+    arrays = {
+        "accepted": np.array([[0, 1], [2**40, 3]], np.int64),  # beyond int32
+        "buffer/0": np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4),
+        "none_yet": np.zeros((0, 2), np.int64),  # orbax stores no empty arrays
+    }
+    data = {"runs": {"status": ["done", "running"]}, "counters": {"received": 7}}
+    checkpointer = Checkpointer(tmp_path)
+    try:
+        checkpointer.save(5, model, opt_state, getkey(), Extra(arrays, data))
+        # the model, optimiser state and key restore with the extra arrays on disk
+        restored, restored_opt, _, step = checkpointer.restore(model, opt_state)
+        assert step == 5 and bool(eqx.tree_equal(restored, model))
+        assert bool(eqx.tree_equal(restored_opt, opt_state))
+        assert bool(eqx.tree_equal(checkpointer.restore_model(model), model))
+        extra = checkpointer.restore_extra()
+    finally:
+        checkpointer.close()
+    assert extra.data == data and extra.arrays.keys() == arrays.keys()
+    for name, array in arrays.items():
+        assert extra.arrays[name].dtype == array.dtype, name
+        np.testing.assert_array_equal(extra.arrays[name], array)
