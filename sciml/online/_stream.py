@@ -270,6 +270,8 @@ class SampleStream:
         for job in list(self.jobs.values()):
             if job.exit_code is None:
                 code = self.launcher.poll(job.handle)
+                if code is None and not job.heard and not self.launcher.started(job.handle):
+                    job.last_activity = now  # queued: its start-up clock has not begun
                 limit = self.study.timeout + (0 if job.heard else self.study.start_timeout)
                 if code is None and now - job.last_activity > limit:
                     self.launcher.cancel(job.handle)
