@@ -107,6 +107,7 @@ def exit_status(state: str, exit_code: str | None) -> int | None:
     code, sig = 0, 0
     if exit_code and re.fullmatch(r"\d+:\d+", exit_code):
         code, sig = map(int, exit_code.split(":"))
+    sig = sig if sig < 65 else 0  # Slurm writes 0:125 for some out-of-memory ends
     if state == "COMPLETED":
         return -sig if sig else code
     if sig:
