@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from experiments.configs.online_ns_tfno import get_config
+from experiments.tasks.online_common import launcher_from_config
 from sciml.online import SlurmLauncher, SolverJob
 from sciml.online._launch import SECRET_ENV
 from sciml.online._slurm import (
@@ -295,3 +297,19 @@ def test_a_job_cancelled_with_scancel_has_its_runs_resubmitted(slurm, tmp_path):
     # each cancelled run re-sent steps 0 and 1 from its next attempt: dropped
     assert result.summary["duplicates_dropped"] == 2 * len(cancelled)
     assert result.summary["runs_done"] == 4 and result.summary["runs_failed"] == 0
+
+
+def test_the_launcher_block_of_an_online_config(fake_slurm):
+    config = get_config()
+    assert type(launcher_from_config(config.launcher)).__name__ == "LocalLauncher"
+    config.launcher.kind = "slurm"
+    config.launcher.partition, config.launcher.time = "cpu", "0:30:00"
+    config.launcher.cpus_per_task, config.launcher.threads = 4, 0
+    config.launcher.sbatch_args = ("--qos=short",)
+    launcher = launcher_from_config(config.launcher)
+    assert isinstance(launcher, SlurmLauncher)
+    assert (launcher.partition, launcher.time, launcher.mem) == ("cpu", "0:30:00", None)
+    assert launcher.threads == 4 and launcher.sbatch_args == ["--qos=short"]
+    config.launcher.kind = "ray"
+    with pytest.raises(ValueError, match="config.launcher.kind must be 'local' or 'slurm'"):
+        launcher_from_config(config.launcher)
