@@ -313,3 +313,18 @@ def test_the_launcher_block_of_an_online_config(fake_slurm):
     config.launcher.kind = "ray"
     with pytest.raises(ValueError, match="config.launcher.kind must be 'local' or 'slurm'"):
         launcher_from_config(config.launcher)
+
+
+def test_a_job_waiting_in_the_queue_is_not_taken_for_a_hung_one(slurm, tmp_path):
+    # a job holding both CPUs keeps the study's jobs pending for 10 s, longer
+    # than the study allows a started job to stay silent (timeout + start_timeout)
+    blocker = slurm.run("sbatch", "--parsable", "-c", "2", "--wrap", "sleep 10").stdout.strip()
+    deadline = time.monotonic() + 10
+    while slurm.run("squeue", "-h", "-o", "%T", "-j", blocker).stdout.strip() != "RUNNING":
+        assert time.monotonic() < deadline, "the blocking job did not start"
+        time.sleep(0.1)
+    study = make_study(n_runs=2, runs_per_job=1, timeout=4.0, start_timeout=4.0)
+    result = train(study, tmp_path, launcher=SlurmLauncher(poll_interval=0.5))
+    assert result.summary["jobs_hung"] == 0 and result.summary["jobs_started"] == 2
+    ids = accepted_ids(tmp_path)
+    assert {tuple(map(int, i)) for i in ids} == {(r, k) for r in range(2) for k in range(N_STEPS)}
