@@ -41,7 +41,7 @@ from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, SolverJob
 from ._runs import DONE, FAILED, RUNNING, RunTable
 from ._study import Study
-from ._transport import SampleReceiver
+from ._transport import SampleReceiver, connect_address
 from ._wire import Message, Schema, new_secret
 
 
@@ -303,7 +303,7 @@ class SampleStream:
             job=job_id,
             solver=self.study.solver,
             settings=dict(self.study.settings),
-            address=self.receiver.address,
+            address=connect_address(self.receiver.address),
             n_steps=self.study.n_steps,
             runs=tuple(specs),
         )

@@ -8,7 +8,9 @@ reason, where that is impossible).
 """
 
 import dataclasses
+import json
 import os
+import socket
 import threading
 import time
 
@@ -26,6 +28,7 @@ from sciml.online._slurm import (
     parse_scontrol,
     parse_squeue,
 )
+from sciml.online._transport import connect_address
 
 from .slurm_cluster import SlurmCluster, Unavailable
 from .test_trainer import N_STEPS, PLANNED, accepted_ids, events, make_study, train
@@ -90,6 +93,14 @@ def test_slurm_time_limits_are_accepted(value):
 def test_a_bad_time_limit_is_refused_by_name(value):
     with pytest.raises(ValueError, match="`time` must be a Slurm time limit"):
         check_time(value)
+
+
+def test_a_wildcard_address_is_reached_by_host_name():
+    host = socket.gethostname()
+    assert connect_address("tcp://0.0.0.0:5555") == f"tcp://{host}:5555"
+    assert connect_address("tcp://*:5555") == f"tcp://{host}:5555"
+    assert connect_address("tcp://10.1.2.3:5555") == "tcp://10.1.2.3:5555"
+    assert connect_address("ipc:///tmp/study.sock") == "ipc:///tmp/study.sock"
 
 
 # -- the launcher against stand-in commands --------------------------------------------
@@ -251,7 +262,8 @@ def slurm(cluster, monkeypatch):
 
 def test_every_sample_arrives_exactly_once_through_slurm_jobs(slurm, tmp_path):
     launcher = SlurmLauncher(partition="debug", time="10", mem="500M", poll_interval=0.5)
-    result = train(make_study(), tmp_path, launcher=launcher)
+    # listening on every interface, as on a cluster: the jobs connect by host name
+    result = train(make_study(address="tcp://0.0.0.0:*"), tmp_path, launcher=launcher)
     ids = accepted_ids(tmp_path)
     assert len(ids) == len(PLANNED) and {tuple(map(int, i)) for i in ids} == PLANNED
     summary = result.summary
@@ -260,6 +272,8 @@ def test_every_sample_arrives_exactly_once_through_slurm_jobs(slurm, tmp_path):
     assert summary["jobs_started"] == 3 and summary["jobs_failed"] == 0
     logs = sorted((tmp_path / "online" / "jobs").glob("job-*.log"))
     assert len(logs) == 3 and all("run " in log.read_text() for log in logs)
+    spec = json.loads((tmp_path / "online" / "jobs" / "job-0.json").read_text())
+    assert spec["address"].startswith(f"tcp://{socket.gethostname()}:")
 
 
 def test_a_job_cancelled_with_scancel_has_its_runs_resubmitted(slurm, tmp_path):
