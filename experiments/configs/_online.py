@@ -60,6 +60,7 @@ def online_config(
     study.n_validation = 4
     study.max_attempts = 3
     study.timeout = 120.0
+    study.start_timeout = 60.0
     study.address = ""  # "" = a free loopback TCP port
     config.study = study
 

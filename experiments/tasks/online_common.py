@@ -60,6 +60,7 @@ def study_from_config(config: ml_collections.ConfigDict) -> Study:
         seed=int(config.seed),
         max_attempts=int(cfg.max_attempts),
         timeout=float(cfg.timeout),
+        start_timeout=float(cfg.get("start_timeout", 60.0)),
         address=cfg.address or None,
     )
 
