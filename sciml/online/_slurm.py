@@ -69,6 +69,7 @@ _UNSUCCESSFUL = {
 }
 #: The state given to a job that `squeue`, `scontrol` and `sacct` no longer know.
 LOST = "LOST"
+_SBATCH_TIMEOUT = 60
 _LOST_AFTER = 2  # refreshes in a row that miss a job before it counts as lost
 _COMMANDS = ("sbatch", "squeue", "scontrol", "scancel")
 _TIME = re.compile(r"^(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})$")
@@ -255,7 +256,8 @@ class SlurmLauncher(AbstractLauncher):
     def sbatch_command(self, script: Path, log_path: Path, name: str) -> list[str]:
         """The `sbatch` command line of one job (no secret in it)."""
         args = ["sbatch", "--parsable", "--export=ALL", "--no-requeue", f"--job-name={name}"]
-        args += [f"--output={log_path}", "--open-mode=append"]
+        output = str(log_path).replace("%", "%%")  # sbatch reads % as a pattern
+        args += [f"--output={output}", "--open-mode=append"]
         if self.partition is not None:
             args.append(f"--partition={self.partition}")
         if self.time is not None:
@@ -286,14 +288,19 @@ class SlurmLauncher(AbstractLauncher):
         script.write_text(self.batch_script(spec_path))
         name = f"{self.job_name}-{job.job}"
         env = solver_environment(secret, threads=self.threads, cpu_only=self.cpu_only, env=self.env)
-        result = subprocess.run(
-            self.sbatch_command(script, log_path, name),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        try:
+            result = subprocess.run(
+                self.sbatch_command(script, log_path, name),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=_SBATCH_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"sbatch did not answer within {_SBATCH_TIMEOUT} s (is slurmctld reachable?)."
+            ) from None
         job_id = result.stdout.strip().split(";")[0]  # "ID" or "ID;cluster"
         if result.returncode != 0 or not job_id.isdigit():
             raise RuntimeError(
