@@ -29,7 +29,11 @@ def online_config(
       `"monte_carlo"`, `"latin_hypercube"`, `"halton"`, `"sobol"`, ...).
     - `buffer.*`: `kind` (`"reservoir"`, `"firo"`, `"fifo"`), `capacity`,
       `watermark`, `reads` (FIRO), `min_new_per_batch` (rate limit, 0 = off).
-    - `launcher.*`: `kind` (`"local"`), `threads` per solver process.
+    - `launcher.*`: `kind` (`"local"` or `"slurm"`), `threads` per solver
+      process (0: one per CPU of a Slurm job); for `"slurm"` also `partition`,
+      `time`, `cpus_per_task`, `mem` (`""` = the cluster's default),
+      `sbatch_args` and `setup` (tuples of strings), `poll_interval` (see
+      [`SlurmLauncher`][sciml.online.SlurmLauncher]).
     """
     config = defaults.base_config(
         name,
@@ -56,6 +60,7 @@ def online_config(
     study.n_validation = 4
     study.max_attempts = 3
     study.timeout = 120.0
+    study.start_timeout = 60.0
     study.address = ""  # "" = a free loopback TCP port
     config.study = study
 
@@ -70,5 +75,12 @@ def online_config(
     launcher = ml_collections.ConfigDict()
     launcher.kind = "local"
     launcher.threads = 1
+    launcher.partition = ""
+    launcher.time = ""
+    launcher.cpus_per_task = 1
+    launcher.mem = ""
+    launcher.sbatch_args = ()
+    launcher.setup = ()
+    launcher.poll_interval = 5.0
     config.launcher = launcher
     return config

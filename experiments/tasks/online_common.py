@@ -19,6 +19,7 @@ from sciml.online import (
     MonteCarlo,
     ParameterSpace,
     Reservoir,
+    SlurmLauncher,
     Sobol,
     Study,
 )
@@ -59,6 +60,7 @@ def study_from_config(config: ml_collections.ConfigDict) -> Study:
         seed=int(config.seed),
         max_attempts=int(cfg.max_attempts),
         timeout=float(cfg.timeout),
+        start_timeout=float(cfg.get("start_timeout", 60.0)),
         address=cfg.address or None,
     )
 
@@ -76,10 +78,23 @@ def buffer_from_config(cfg: ml_collections.ConfigDict):
 
 
 def launcher_from_config(cfg: ml_collections.ConfigDict):
-    """`config.launcher`: `kind` `"local"` (solver processes on this machine)."""
+    """`config.launcher`: `kind` `"local"` (solver processes on this machine) or
+    `"slurm"` (one Slurm job per solver job; `partition`, `time`, `mem` may be
+    `""` for the cluster's defaults)."""
     if cfg.kind == "local":
         return LocalLauncher(threads=int(cfg.threads))
-    raise ValueError(f"config.launcher.kind must be 'local', got {cfg.kind!r}.")
+    if cfg.kind == "slurm":
+        return SlurmLauncher(
+            partition=cfg.get("partition") or None,
+            time=cfg.get("time") or None,
+            cpus_per_task=int(cfg.get("cpus_per_task", 1)),
+            mem=cfg.get("mem") or None,
+            sbatch_args=list(cfg.get("sbatch_args", ())),
+            setup=list(cfg.get("setup", ())),
+            threads=int(cfg.threads) or None,
+            poll_interval=float(cfg.get("poll_interval", 5.0)),
+        )
+    raise ValueError(f"config.launcher.kind must be 'local' or 'slurm', got {cfg.kind!r}.")
 
 
 def plot_study(metrics_path: Path, plot_dir: Path, *, run_name: str) -> None:

@@ -15,7 +15,8 @@ storage would hold.
 - the transport: authenticated messages ([`Schema`][sciml.online.Schema]),
   [`SolverClient`][sciml.online.SolverClient] on the solver side and
   [`SampleReceiver`][sciml.online.SampleReceiver] on the trainer's;
-- launchers: [`LocalLauncher`][sciml.online.LocalLauncher];
+- launchers: [`LocalLauncher`][sciml.online.LocalLauncher] and
+  [`SlurmLauncher`][sciml.online.SlurmLauncher];
 - buffers: [`FIFO`][sciml.online.FIFO], [`FIRO`][sciml.online.FIRO],
   [`Reservoir`][sciml.online.Reservoir];
 - the trainer: [`train_online`][sciml.online.train_online] (on
@@ -45,6 +46,7 @@ from ._sampler import (
     ParameterSpace as ParameterSpace,
     Sobol as Sobol,
 )
+from ._slurm import SlurmLauncher as SlurmLauncher
 from ._stream import SampleStream as SampleStream
 from ._study import Study as Study, validation_data as validation_data
 from ._trainer import (

@@ -82,6 +82,26 @@ def worker_command(spec_path: Path) -> list[str]:
     return [sys.executable, "-m", "sciml.online.worker", str(spec_path)]
 
 
+def solver_environment(
+    secret: bytes, *, threads: int, cpu_only: bool, env: dict[str, str]
+) -> dict[str, str]:
+    """The environment of a solver process: this one's, with `threads` CPU
+    threads for XLA and BLAS, `JAX_PLATFORMS=cpu` when `cpu_only`, this
+    interpreter's `sys.path` as `PYTHONPATH` (the job imports the same `sciml`
+    and solver modules), then `env`, and the secret (hex) in `SECRET_ENV`."""
+    out = dict(os.environ)
+    # A job is not the test suite's 4-device host, nor a second GPU user.
+    out["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={threads}"
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        out[var] = str(threads)
+    if cpu_only:
+        out["JAX_PLATFORMS"] = "cpu"
+    out["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    out.update(env)
+    out[SECRET_ENV] = secret.hex()
+    return out
+
+
 class AbstractLauncher(abc.ABC):
     """Starts, polls and cancels solver jobs.
 
@@ -99,6 +119,11 @@ class AbstractLauncher(abc.ABC):
 
     @abc.abstractmethod
     def cancel(self, handle: Any) -> None: ...
+
+    def started(self, handle: Any) -> bool:
+        """Whether the job has left the queue (default True): while it waits in
+        a batch queue, the study's start-up clock does not run."""
+        return True
 
     def shutdown(self) -> None:  # noqa: B027 (optional hook)
         """Cancels every job still running (default: nothing to do)."""
@@ -124,27 +149,14 @@ class LocalLauncher(AbstractLauncher):
         self.threads = int(threads)
         self._procs: dict[int, subprocess.Popen] = {}
 
-    def _environment(self, secret: bytes) -> dict[str, str]:
-        env = dict(os.environ)
-        # A job is not the test suite's 4-device host, nor a second GPU user.
-        env["XLA_FLAGS"] = (
-            f"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={self.threads}"
-        )
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(self.threads)
-        if self.cpu_only:
-            env["JAX_PLATFORMS"] = "cpu"
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        env.update(self.env)
-        env[SECRET_ENV] = secret.hex()
-        return env
-
     def submit(self, job, spec_path, secret, log_path):
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 worker_command(spec_path),
-                env=self._environment(secret),
+                env=solver_environment(
+                    secret, threads=self.threads, cpu_only=self.cpu_only, env=self.env
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

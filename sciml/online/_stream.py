@@ -41,7 +41,7 @@ from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, SolverJob
 from ._runs import DONE, FAILED, RUNNING, RunTable
 from ._study import Study
-from ._transport import SampleReceiver
+from ._transport import SampleReceiver, connect_address
 from ._wire import Message, Schema, new_secret
 
 
@@ -272,6 +272,8 @@ class SampleStream:
         for job in list(self.jobs.values()):
             if job.exit_code is None:
                 code = self.launcher.poll(job.handle)
+                if code is None and not job.heard and not self.launcher.started(job.handle):
+                    job.last_activity = now  # queued: its start-up clock has not begun
                 limit = self.study.timeout + (0 if job.heard else self.study.start_timeout)
                 if code is None and now - job.last_activity > limit:
                     self.launcher.cancel(job.handle)
@@ -303,7 +305,7 @@ class SampleStream:
             job=job_id,
             solver=self.study.solver,
             settings=dict(self.study.settings),
-            address=self.receiver.address,
+            address=connect_address(self.receiver.address),
             n_steps=self.study.n_steps,
             runs=tuple(specs),
             timeout=self.study.timeout,

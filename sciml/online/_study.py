@@ -53,7 +53,8 @@ class Study:
       declared hung, killed and its runs resubmitted (longer than one solver
       step).
     - `start_timeout`: extra seconds a job is given to send its first message
-      (the interpreter and the solver's imports start, a JAX solver compiles).
+      (the interpreter and the solver's imports start, a JAX solver compiles),
+      counted from when it leaves a batch queue.
     - `address`: where the trainer listens; None binds a free loopback TCP
       port; `"ipc:///path"` or `"tcp://0.0.0.0:PORT"` (other nodes) on request.
     """

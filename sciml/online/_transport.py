@@ -39,9 +39,11 @@ from __future__ import annotations
 import logging
 import numbers
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from socket import gethostname
 from typing import Any
 
 import numpy as np
@@ -84,6 +86,17 @@ def _check_address(address: Any) -> str:
             f"got {address!r}."
         )
     return address
+
+
+def connect_address(address: str) -> str:
+    """The endpoint a client on another machine connects to, for a bound
+    `address`: a wildcard host (`tcp://0.0.0.0:PORT`, `tcp://*:PORT`,
+    `tcp://[::]:PORT`) becomes this machine's host name; others are returned
+    as they are."""
+    match = re.fullmatch(r"tcp://(0\.0\.0\.0|\*|\[::\]|::):(\d+)", address)
+    if match is None:
+        return address
+    return f"tcp://{gethostname()}:{match.group(2)}"
 
 
 def _check_callable(name: str, value: Any) -> Callable:
