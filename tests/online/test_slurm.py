@@ -332,7 +332,9 @@ def test_the_launcher_block_of_an_online_config(fake_slurm):
 def test_a_job_waiting_in_the_queue_is_not_taken_for_a_hung_one(slurm, tmp_path):
     # a job holding both CPUs keeps the study's jobs pending for 10 s, longer
     # than the study allows a started job to stay silent (timeout + start_timeout)
-    blocker = slurm.run("sbatch", "--parsable", "-c", "2", "--wrap", "sleep 10").stdout.strip()
+    blocker = slurm.run(
+        "sbatch", "--parsable", "-c", "2", "-o", str(tmp_path / "blocker.out"), "--wrap", "sleep 10"
+    ).stdout.strip()
     deadline = time.monotonic() + 10
     while slurm.run("squeue", "-h", "-o", "%T", "-j", blocker).stdout.strip() != "RUNNING":
         assert time.monotonic() < deadline, "the blocking job did not start"
