@@ -23,41 +23,96 @@ storage would hold.
   [`SampleStream`][sciml.online.SampleStream]).
 """
 
-from ._buffers import (
-    COUNTER_NAMES as COUNTER_NAMES,
-    FIFO as FIFO,
-    FIRO as FIRO,
-    AbstractBuffer as AbstractBuffer,
-    BufferState as BufferState,
-)
-from ._launch import (
-    AbstractLauncher as AbstractLauncher,
-    LocalLauncher as LocalLauncher,
-    RunSpec as RunSpec,
-    SolverJob as SolverJob,
-)
-from ._reservoir import Reservoir as Reservoir
-from ._runs import RunTable as RunTable, run_seed as run_seed
-from ._sampler import (
-    AbstractSampler as AbstractSampler,
-    Halton as Halton,
-    LatinHypercube as LatinHypercube,
-    MonteCarlo as MonteCarlo,
-    ParameterSpace as ParameterSpace,
-    Sobol as Sobol,
-)
-from ._slurm import SlurmLauncher as SlurmLauncher
-from ._stream import SampleStream as SampleStream
-from ._study import Study as Study, validation_data as validation_data
-from ._trainer import (
-    OnlineResult as OnlineResult,
-    data_sharding as data_sharding,
-    train_online as train_online,
-)
-from ._transport import SampleReceiver as SampleReceiver, SolverClient as SolverClient
-from ._wire import (
-    FieldSpec as FieldSpec,
-    Message as Message,
-    RejectedMessage as RejectedMessage,
-    Schema as Schema,
-)
+import importlib
+from typing import TYPE_CHECKING
+
+
+# Names are imported on first use: a solver process imports the client side
+# (`SolverClient`, the worker) without JAX, which only the trainer needs.
+_EXPORTS = {
+    "AbstractBuffer": "._buffers",
+    "BufferState": "._buffers",
+    "COUNTER_NAMES": "._buffers",
+    "FIFO": "._buffers",
+    "FIRO": "._buffers",
+    "AbstractLauncher": "._launch",
+    "LocalLauncher": "._launch",
+    "RunSpec": "._launch",
+    "SolverJob": "._launch",
+    "Reservoir": "._reservoir",
+    "RunTable": "._runs",
+    "run_seed": "._runs",
+    "AbstractSampler": "._sampler",
+    "Halton": "._sampler",
+    "LatinHypercube": "._sampler",
+    "MonteCarlo": "._sampler",
+    "ParameterSpace": "._sampler",
+    "Sobol": "._sampler",
+    "SlurmLauncher": "._slurm",
+    "SampleStream": "._stream",
+    "Study": "._study",
+    "validation_data": "._study",
+    "OnlineResult": "._trainer",
+    "data_sharding": "._trainer",
+    "train_online": "._trainer",
+    "SampleReceiver": "._transport",
+    "SolverClient": "._transport",
+    "FieldSpec": "._wire",
+    "Message": "._wire",
+    "RejectedMessage": "._wire",
+    "Schema": "._wire",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value  # once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and the API docs
+    from ._buffers import (
+        COUNTER_NAMES as COUNTER_NAMES,
+        FIFO as FIFO,
+        FIRO as FIRO,
+        AbstractBuffer as AbstractBuffer,
+        BufferState as BufferState,
+    )
+    from ._launch import (
+        AbstractLauncher as AbstractLauncher,
+        LocalLauncher as LocalLauncher,
+        RunSpec as RunSpec,
+        SolverJob as SolverJob,
+    )
+    from ._reservoir import Reservoir as Reservoir
+    from ._runs import RunTable as RunTable, run_seed as run_seed
+    from ._sampler import (
+        AbstractSampler as AbstractSampler,
+        Halton as Halton,
+        LatinHypercube as LatinHypercube,
+        MonteCarlo as MonteCarlo,
+        ParameterSpace as ParameterSpace,
+        Sobol as Sobol,
+    )
+    from ._slurm import SlurmLauncher as SlurmLauncher
+    from ._stream import SampleStream as SampleStream
+    from ._study import Study as Study, validation_data as validation_data
+    from ._trainer import (
+        OnlineResult as OnlineResult,
+        data_sharding as data_sharding,
+        train_online as train_online,
+    )
+    from ._transport import SampleReceiver as SampleReceiver, SolverClient as SolverClient
+    from ._wire import (
+        FieldSpec as FieldSpec,
+        Message as Message,
+        RejectedMessage as RejectedMessage,
+        Schema as Schema,
+    )
