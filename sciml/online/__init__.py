@@ -46,7 +46,11 @@ from ._sampler import (
     Sobol as Sobol,
 )
 from ._stream import SampleStream as SampleStream
-from ._study import Study as Study, validation_data as validation_data
+from ._study import (
+    Study as Study,
+    offline_data as offline_data,
+    validation_data as validation_data,
+)
 from ._trainer import (
     OnlineResult as OnlineResult,
     data_sharding as data_sharding,
