@@ -21,18 +21,18 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = online_config(
         "online_heat",
         "experiments.tasks.online_heat",
-        steps=4000,
+        steps=40000,
         batch_size=64,
         learning_rate=1e-3,
         solver="solvers.streams.heat_fields",
         space={name: (0.0, 1.0) for name in HEAT_PARAMS},
-        n_runs=2000,
+        n_runs=6000,
         n_steps=100,
         settings={"resolution": 32, "n_steps": 100, "interval": 1e-3, "dt": 2.5e-4},
     )
     config.train.loss = "mse"
-    config.train.eval_every = 250
-    config.train.checkpoint_every = 1000
+    config.train.eval_every = 2000
+    config.train.checkpoint_every = 5000
     config.study.runs_per_job = 100
     config.study.n_validation = 8
     config.buffer.capacity = 10000
