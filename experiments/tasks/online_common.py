@@ -1,15 +1,26 @@
 """What the online-training tasks share: the study, buffer and launcher from a
-config, the summary, and the plots of a study (validation error and buffer
-statistics over time)."""
+config, the surrogate a problem defines, the online training run, the summary,
+and the plots of a study (validation error and buffer statistics over time).
+
+A problem's task module defines `surrogate(config, study) -> Surrogate` (the
+model, its loss, its validation metrics and its prediction plots); one online
+run of it is [`run_online`][experiments.tasks.online_common.run_online], and the
+online-vs-offline comparison trains the same surrogate both ways.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jax
 import ml_collections
+import numpy as np
 
-from sciml.experiment import readable_log_ticks
+from sciml.experiment import config_json, count_params, fingerprint, plot_loss, readable_log_ticks
 from sciml.online import (
     FIFO,
     FIRO,
@@ -17,13 +28,77 @@ from sciml.online import (
     LatinHypercube,
     LocalLauncher,
     MonteCarlo,
+    OnlineResult,
     ParameterSpace,
     Reservoir,
     SlurmLauncher,
     Sobol,
     Study,
+    train_online,
 )
-from sciml.training import read_metrics
+from sciml.training import make_optimizer, read_metrics
+
+
+@dataclasses.dataclass
+class Surrogate:
+    """A problem's surrogate and how it is trained and scored.
+
+    - `model`: the initial Equinox module.
+    - `loss_fn(model, batch, key) -> (loss, aux)`: `batch` holds the solver's
+      fields `(batch, *shape)` and `"params"` `(batch, n_params)`.
+    - `evaluate(model, data) -> {"val_rel_l2": ..., ...}`: metrics on held-out
+      runs `data` (the layout of `sciml.online.validation_data`).
+    - `plot(model, data, plot_dir)`: prediction plots on `data`.
+    """
+
+    model: Any
+    loss_fn: Callable
+    evaluate: Callable[[Any, dict[str, np.ndarray]], dict[str, float]]
+    plot: Callable[[Any, dict[str, np.ndarray], Path], None]
+
+
+def run_online(
+    config: ml_collections.ConfigDict,
+    workdir: Path,
+    build: Callable[[ml_collections.ConfigDict, Study], Surrogate],
+) -> tuple[OnlineResult, dict[str, Any]]:
+    """Trains `build(config, study)`'s surrogate online as `config` says, writes
+    the loss, study and prediction plots to `workdir/plots`, and returns the
+    result and the summary ([`online_summary`][experiments.tasks.online_common.online_summary])."""
+    workdir = Path(workdir)
+    study = study_from_config(config)
+    surrogate = build(config, study)
+    start = time.perf_counter()
+    result = train_online(
+        study,
+        surrogate.model,
+        surrogate.loss_fn,
+        buffer=buffer_from_config(config.buffer),
+        optimizer=make_optimizer(config.optimizer),
+        batch_size=int(config.train.batch_size),
+        steps=int(config.train.steps),
+        key=jax.random.key(int(config.seed) + 1),
+        workdir=workdir,
+        launcher=launcher_from_config(config.launcher),
+        evaluate=surrogate.evaluate,
+        eval_every=int(config.train.eval_every),
+        checkpoint_every=int(config.train.checkpoint_every),
+        keep_checkpoints=int(config.train.keep_checkpoints),
+        log_every=int(config.train.log_every),
+        progress=bool(config.train.progress),
+        fingerprint=fingerprint(config),
+        run_config=config_json(config),
+        description=str(config.name),
+    )
+    seconds = time.perf_counter() - start
+    plot_dir = workdir / "plots"
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    plot_loss(
+        workdir / "metrics.jsonl", plot_dir, run_name=config.name, loss_name=config.train.loss
+    )
+    plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
+    surrogate.plot(result.model, result.validation, plot_dir)
+    return result, online_summary(result, count_params(result.model), seconds)
 
 
 def sampler_from_config(cfg: ml_collections.ConfigDict, n_runs: int, seed: int):

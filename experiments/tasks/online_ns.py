@@ -11,25 +11,16 @@ the relative L2 error on held-out runs, beside the persistence baseline
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.tasks.online_common import (
-    buffer_from_config,
-    launcher_from_config,
-    online_summary,
-    plot_study,
-    study_from_config,
-)
+from experiments.tasks.online_common import Surrogate, run_online
 from experiments.tasks.operators_common import build_model, predict
-from sciml.experiment import config_json, count_params, fingerprint, plot_loss
-from sciml.online import Study, train_online
+from sciml.online import Study
 from sciml.operators import h1_loss, relative_lp_loss
-from sciml.training import make_optimizer
 
 
 def viscosity_channel(study: Study):
@@ -117,41 +108,19 @@ def plot_predictions(model, inputs, validation, plot_dir: Path, study: Study) ->
     plt.close(fig)
 
 
-def train_and_evaluate(config, workdir) -> dict:
-    workdir = Path(workdir)
-    study = study_from_config(config)
+def surrogate(config, study: Study) -> Surrogate:
+    """The TFNO of `config.model` on `[ω(t), c(ν)] ↦ ω(t + Δ)`."""
     model = build_model(
         config.model, in_channels=2, out_channels=1, key=jax.random.key(config.seed)
     )
     inputs = make_inputs(study)
-    start = time.perf_counter()
-    result = train_online(
-        study,
-        model,
-        make_loss_fn(inputs, config.train.loss),
-        buffer=buffer_from_config(config.buffer),
-        optimizer=make_optimizer(config.optimizer),
-        batch_size=int(config.train.batch_size),
-        steps=int(config.train.steps),
-        key=jax.random.key(int(config.seed) + 1),
-        workdir=workdir,
-        launcher=launcher_from_config(config.launcher),
+    return Surrogate(
+        model=model,
+        loss_fn=make_loss_fn(inputs, config.train.loss),
         evaluate=make_evaluate(inputs),
-        eval_every=int(config.train.eval_every),
-        checkpoint_every=int(config.train.checkpoint_every),
-        keep_checkpoints=int(config.train.keep_checkpoints),
-        log_every=int(config.train.log_every),
-        progress=bool(config.train.progress),
-        fingerprint=fingerprint(config),
-        run_config=config_json(config),
-        description=str(config.name),
+        plot=lambda model, data, plot_dir: plot_predictions(model, inputs, data, plot_dir, study),
     )
-    seconds = time.perf_counter() - start
-    plot_dir = workdir / "plots"
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    plot_loss(
-        workdir / "metrics.jsonl", plot_dir, run_name=config.name, loss_name=config.train.loss
-    )
-    plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
-    plot_predictions(result.model, inputs, result.validation, plot_dir, study)
-    return online_summary(result, count_params(result.model), seconds)
+
+
+def train_and_evaluate(config, workdir) -> dict:
+    return run_online(config, Path(workdir), surrogate)[1]

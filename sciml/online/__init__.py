@@ -51,6 +51,7 @@ _EXPORTS = {
     "SlurmLauncher": "._slurm",
     "SampleStream": "._stream",
     "Study": "._study",
+    "offline_data": "._study",
     "validation_data": "._study",
     "OnlineResult": "._trainer",
     "data_sharding": "._trainer",
@@ -103,7 +104,11 @@ if TYPE_CHECKING:  # the same names, for type checkers and the API docs
     )
     from ._slurm import SlurmLauncher as SlurmLauncher
     from ._stream import SampleStream as SampleStream
-    from ._study import Study as Study, validation_data as validation_data
+    from ._study import (
+        Study as Study,
+        offline_data as offline_data,
+        validation_data as validation_data,
+    )
     from ._trainer import (
         OnlineResult as OnlineResult,
         data_sharding as data_sharding,

@@ -4,6 +4,10 @@ The held-out validation runs are generated here too, once, at the start of a
 study: in the trainer's process, by the same solver function, with parameters
 and seeds disjoint from the training runs, and cached to HDF5 in the run
 directory (a restarted study reads them back instead of solving again).
+
+So is the offline counterpart of a study, for comparisons: its first `M`
+training runs (the same parameters and seeds the online study's runs
+`0 … M − 1` get), solved in turn and written to HDF5 run by run, resumably.
 """
 
 from __future__ import annotations
@@ -119,6 +123,22 @@ def _description(study: Study, params: np.ndarray, seeds: list[int]) -> str:
     )
 
 
+def _solve_run(study: Study, solver, row: np.ndarray, seed: int, run: int, what: str) -> list:
+    """The time steps of one run: `{fields..., "params", "run", "step"}` each."""
+    fields = list(solver(study.space.as_dict(row), seed=seed, **study.settings))
+    if len(fields) != study.n_steps:
+        raise ValueError(
+            f"the solver {study.solver} yielded {len(fields)} steps for {what}; "
+            f"the study declares n_steps = {study.n_steps}."
+        )
+    params = row.astype(np.float32)
+    return [{**f, "params": params, "run": run, "step": k} for k, f in enumerate(fields)]
+
+
+def _stack(steps: list[dict]) -> dict[str, np.ndarray]:
+    return {name: np.stack([np.asarray(s[name]) for s in steps]) for name in steps[0]}
+
+
 def validation_data(study: Study, path: str | Path | None = None) -> dict[str, np.ndarray]:
     """The validation runs' time steps, solved here or read from the cache `path`.
 
@@ -136,18 +156,8 @@ def validation_data(study: Study, path: str | Path | None = None) -> dict[str, n
     solver = import_solver(study.solver)
     steps: list[dict[str, np.ndarray]] = []
     for j in range(study.n_validation):
-        run_params = study.space.as_dict(params[j])
-        fields = list(solver(run_params, seed=seeds[j], **study.settings))
-        if len(fields) != study.n_steps:
-            raise ValueError(
-                f"the solver {study.solver} yielded {len(fields)} steps for a validation run; "
-                f"the study declares n_steps = {study.n_steps}."
-            )
-        for k, f in enumerate(fields):
-            steps.append({**f, "params": params[j].astype(np.float32), "run": j, "step": k})
-    data = (
-        {name: np.stack([np.asarray(s[name]) for s in steps]) for name in steps[0]} if steps else {}
-    )
+        steps += _solve_run(study, solver, params[j], seeds[j], j, "a validation run")
+    data = _stack(steps)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -157,3 +167,48 @@ def validation_data(study: Study, path: str | Path | None = None) -> dict[str, n
             f.attrs["description"] = description
         tmp.replace(path)
     return data
+
+
+def offline_data(study: Study, n_runs: int, path: str | Path) -> dict[str, np.ndarray]:
+    """A fixed data set: the study's first `n_runs` training runs, on disk.
+
+    Run `r` has the parameters of row `r` of the study's sampler and the seed
+    `run_seed(study.seed, r)`: exactly the run `r` of the online study, so an
+    offline data set of `M` runs is the first `M` runs of the stream. The runs
+    are solved here one after another and written to the HDF5 file `path`
+    (each run flushed, then marked in the `done` dataset); calling again after
+    an interruption solves only the runs not marked done, and a file written
+    for another study or size is replaced.
+
+    **Returns:** `{name: (n_runs · n_steps, *shape)}` for every field the solver
+    yields, plus `"params"` `(n_runs · n_steps, dim)` float32 and `"run"` /
+    `"step"` (int), in the layout of [`validation_data`][sciml.online.validation_data].
+    """
+    n_runs = check_positive_int("n_runs", n_runs)
+    params = study.sampler.draw(study.space, n_runs)
+    seeds = [run_seed(study.seed, r) for r in range(n_runs)]
+    description = _description(study, params, seeds)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        with h5py.File(path, "r") as f:
+            stale = f.attrs.get("description") != description
+        if stale:
+            path.unlink()
+    solver = None
+    n = study.n_steps
+    with h5py.File(path, "a") as f:
+        if "done" not in f:
+            f.attrs["description"] = description
+            f.create_dataset("done", data=np.zeros(n_runs, bool))
+        for r in np.flatnonzero(~f["done"][...]):
+            solver = solver or import_solver(study.solver)
+            data = _stack(_solve_run(study, solver, params[r], seeds[r], int(r), f"run {r}"))
+            for name, array in data.items():
+                if name not in f:
+                    f.create_dataset(name, (n_runs * n, *array.shape[1:]), array.dtype)
+                f[name][r * n : (r + 1) * n] = array
+            f.flush()
+            f["done"][r] = True
+            f.flush()
+        return {name: f[name][...] for name in f if name != "done"}

@@ -1,0 +1,189 @@
+"""Online vs offline training of the same surrogate with the same number of steps.
+
+The comparison of the online-learning paper (Meyer et al., ICML 2023), on the
+heat equation (an MLP, `online_heat`) or 2-D Navier–Stokes (a TFNO,
+`online_ns`), chosen by `config.problem`:
+
+- **offline** (`offline/`): the study's first `offline.n_runs` = M runs, solved
+  once and written to `offline/data.h5` (`sciml.online.offline_data`:
+  resumable, the same solver and parameter sampler as the stream), then
+  `train.steps` = S steps of random batches from them, i.e. many epochs
+  (`sciml.experiment.train_experiment`);
+- **online** (`online/`): the same model, initialisation, optimiser, batch size
+  and S steps, fed by the study's `study.n_runs` ≫ M runs through the
+  configured buffer (`sciml.online.train_online`);
+- both are evaluated every `train.eval_every` steps, and at the end, on the
+  **same** held-out runs: the study's validation runs (parameters and seeds
+  from a stream no training run uses), solved once into
+  `online/validation.h5`.
+
+Each part runs in its own folder and resumes from its checkpoints; a finished
+part (its `summary.json` written) is not run again. The summary has
+`offline_test_rel_l2`, `online_test_rel_l2`, `improvement_percent`
+(`100 · (offline − online) / offline`), the runs each part trained on, and the
+online part's stream counters; `plots/online_vs_offline.png` shows both
+validation errors and training losses against the step.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from experiments.tasks import online_heat, online_ns
+from experiments.tasks.online_common import Surrogate, run_online, study_from_config
+from sciml.experiment import Experiment, readable_log_ticks, train_experiment
+from sciml.online import Study, offline_data, validation_data
+from sciml.training import read_metrics
+
+
+#: `config.problem` → (its surrogate builder, the stream solver it needs).
+PROBLEMS = {
+    "heat": (online_heat.surrogate, "solvers.streams.heat_fields"),
+    "navier_stokes": (online_ns.surrogate, "solvers.streams.navier_stokes_pairs"),
+}
+
+
+def surrogate_builder(config):
+    """The surrogate builder of `config.problem`, checked against `config.study.solver`."""
+    if config.problem not in PROBLEMS:
+        raise ValueError(
+            f"config.problem must be one of {sorted(PROBLEMS)}, got {config.problem!r}."
+        )
+    build, solver = PROBLEMS[config.problem]
+    if config.study.solver != solver:
+        raise ValueError(
+            f"config.problem = {config.problem!r} needs config.study.solver = {solver!r}, got "
+            f"{config.study.solver!r}; pick the problem with the config's variant "
+            "(online_vs_offline.py or online_vs_offline.py:navier_stokes) rather than by override."
+        )
+    return build
+
+
+def make_batch_fn(data: dict[str, np.ndarray], batch_size: int):
+    """`batch_fn(step, key)`: `batch_size` samples drawn uniformly from `data` (a
+    pure function of the key, so a resumed run sees the same batches)."""
+    arrays = {k: jnp.asarray(v) for k, v in data.items() if k not in ("run", "step")}
+    n = arrays["params"].shape[0]
+
+    @jax.jit
+    def batch_fn(step, key):
+        index = jax.random.randint(key, (batch_size,), 0, n)
+        return {k: v[index] for k, v in arrays.items()}
+
+    return batch_fn
+
+
+def run_offline(
+    config, workdir: Path, surrogate: Surrogate, study: Study, test: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """Trains `surrogate` for `train.steps` steps on the first `offline.n_runs` runs."""
+    n_runs = int(config.offline.n_runs)
+    data = offline_data(study, n_runs, workdir / "data.h5")
+    experiment = Experiment(
+        model=surrogate.model,
+        loss_fn=surrogate.loss_fn,
+        batch_fn=make_batch_fn(data, int(config.train.batch_size)),
+        evaluate=lambda model: surrogate.evaluate(model, test),
+        plot=lambda model, plot_dir: surrogate.plot(model, test, plot_dir),
+    )
+    trained = train_experiment(
+        experiment, config, workdir, tag={"part": "offline"}, description="offline"
+    )
+    samples = n_runs * study.n_steps
+    return {
+        **trained.summary,
+        "runs": int(np.unique(data["run"]).size),
+        "samples": samples,
+        "epochs": trained.summary["steps"] * int(config.train.batch_size) / samples,
+    }
+
+
+def _part(workdir: Path, run) -> dict[str, Any]:
+    """`run()`'s summary, or the summary a finished earlier run left in `workdir`."""
+    path = workdir / "summary.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    workdir.mkdir(parents=True, exist_ok=True)
+    summary = run()
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=float))
+    return summary
+
+
+def plot_comparison(workdir: Path, plot_dir: Path, *, run_name: str) -> None:
+    """`online_vs_offline.png`: validation error (held-out runs) and training
+    loss against the optimiser step, offline and online."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for part, color in (("offline", "C0"), ("online", "C1")):
+        records = read_metrics(workdir / part / "metrics.jsonl")
+        evals = [r for r in records if r.get("split") == "eval" and "val_rel_l2" in r]
+        train = [r for r in records if r.get("split") == "train"]
+        axes[0].semilogy(
+            [r["step"] for r in evals], [r["val_rel_l2"] for r in evals], "o-", color=color,
+            label=part, ms=3,
+        )  # fmt: skip
+        axes[1].semilogy(
+            [r["step"] for r in train], [r["loss"] for r in train], color=color, label=part, lw=1
+        )
+    axes[0].set(xlabel="optimiser step", ylabel="relative L2 on held-out runs")
+    axes[1].set(xlabel="optimiser step", ylabel="training loss")
+    for ax in axes:
+        readable_log_ticks(ax)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"{run_name}: online vs offline, same model and steps")
+    fig.tight_layout()
+    fig.savefig(plot_dir / "online_vs_offline.png", dpi=110)
+    plt.close(fig)
+
+
+def train_and_evaluate(config, workdir) -> dict:
+    workdir = Path(workdir)
+    build = surrogate_builder(config)
+    study = study_from_config(config)
+    if int(config.offline.n_runs) >= study.n_runs:
+        raise ValueError(
+            f"config.offline.n_runs ({config.offline.n_runs}) must be smaller than "
+            f"config.study.n_runs ({study.n_runs}): the online part streams more runs."
+        )
+    # The held-out runs, solved once where the online part reads them back.
+    test = validation_data(study, workdir / "online" / "validation.h5")
+    offline = _part(
+        workdir / "offline",
+        lambda: run_offline(config, workdir / "offline", build(config, study), study, test),
+    )
+    online = _part(workdir / "online", lambda: run_online(config, workdir / "online", build)[1])
+    plot_dir = workdir / "plots"
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    plot_comparison(workdir, plot_dir, run_name=str(config.name))
+    off, on = offline["val_rel_l2"], online["val_rel_l2"]
+    return {
+        "problem": str(config.problem),
+        "offline_test_rel_l2": off,
+        "online_test_rel_l2": on,
+        "improvement_percent": 100.0 * (off - on) / off,
+        "steps": int(config.train.steps),
+        "offline_steps": offline["steps"],
+        "online_steps": online["steps"],
+        "offline_runs": offline["runs"],
+        "offline_epochs": offline["epochs"],
+        "online_runs": online["runs_done"],
+        "online_runs_planned": study.n_runs,
+        "test_runs": study.n_validation,
+        "val_rel_l2": on,
+        "samples_received": online["samples_received"],
+        "samples_trained": online["samples_trained"],
+        "duplicates_dropped": online["duplicates_dropped"],
+        "runs_failed": online["runs_failed"],
+        "offline_train_seconds": offline["train_seconds"],
+        "online_train_seconds": online["train_seconds"],
+        "offline_final_loss": offline["final_loss"],
+        "online_final_loss": online["final_loss"],
+    }
