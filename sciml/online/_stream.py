@@ -45,8 +45,12 @@ from ._transport import SampleReceiver, connect_address
 from ._wire import Message, Schema, new_secret
 
 
-# Seconds a job that exited is given for its last messages to arrive before
-# its unfinished runs count as failed (re-sent steps are dropped anyway).
+# Seconds a job that failed is given for its last messages to arrive before
+# its unfinished runs count as failed (re-sent steps are dropped anyway). A job
+# that exited with status 0 had all its messages delivered (the worker exits
+# only after `SolverClient.close` did), however long they wait behind a full
+# buffer: its runs are waited for up to the study's `timeout` since its last
+# message, not solved again.
 _EXIT_GRACE = 5.0
 _TICK = 0.05
 
@@ -286,7 +290,11 @@ class SampleStream:
                         self._event("job_failed", job=job.id, runs=job.runs, exit=code)
             if job.exited_at is not None:
                 waiting = [r for r in job.runs if self.table.status[r] == RUNNING]
-                if waiting and now - job.exited_at < _EXIT_GRACE:
+                if job.exit_code == 0:
+                    since, limit = max(job.exited_at, job.last_activity), self.study.timeout
+                else:
+                    since, limit = job.exited_at, _EXIT_GRACE
+                if waiting and now - since < limit:
                     continue
                 for run in waiting:
                     state = self.table.ended(run)

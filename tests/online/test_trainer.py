@@ -2,6 +2,7 @@
 delivery, faults, data-parallel steps (the suite runs on 4 CPU devices)."""
 
 import json
+import time
 
 import equinox as eqx
 import jax
@@ -83,6 +84,25 @@ def test_every_sample_arrives_exactly_once_and_fifo_trains_on_each_once(tmp_path
     assert result.fit.metrics["mismatch"] == 0.0
     # data parallel: the step ran on all 4 devices, the model is replicated
     assert len(result.model.weight.sharding.device_set) == len(jax.devices()) == 4
+
+
+def test_runs_of_a_finished_job_waiting_behind_a_full_buffer_are_not_solved_again(tmp_path):
+    # The first evaluation holds training for 8 s: the FIFO of 4 fills, the
+    # receiver waits, and the jobs (10 steps each, queued in the trainer's
+    # socket) exit with status 0 long before their steps are taken.
+    slept = []
+
+    def evaluate(model, validation):
+        if not slept:
+            time.sleep(8.0)
+            slept.append(True)
+        return {"zero": 0.0}
+
+    study = make_study(runs_per_job=2, timeout=30.0)
+    result = train(study, tmp_path, buffer=FIFO(capacity=4), evaluate=evaluate, eval_every=1)
+    ids = accepted_ids(tmp_path)
+    assert len(ids) == len(PLANNED) and {tuple(map(int, i)) for i in ids} == PLANNED
+    assert result.summary["jobs_started"] == 3 and result.summary["duplicates_dropped"] == 0
 
 
 def test_a_killed_solver_is_resubmitted_and_its_resent_steps_dropped(tmp_path):
