@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from solvers import heat
+from tests.solvers._heat_reference import dense_heat_system
 
 
 def _mode(s, k, m):
@@ -50,13 +51,7 @@ def test_matches_dense_reference_with_boundaries():
     theta = np.array([0.3, 1.0, -0.5, 0.2, 0.7])
     m = s - 2
     r = dt * (s - 1) ** 2
-    lap1 = 2 * np.eye(m) - np.eye(m, k=1) - np.eye(m, k=-1)
-    lap = np.kron(lap1, np.eye(m)) + np.kron(np.eye(m), lap1)
-    bterm = np.zeros((m, m))
-    bterm[0, :] += theta[1]
-    bterm[-1, :] += theta[2]
-    bterm[:, 0] += theta[3]
-    bterm[:, -1] += theta[4]
+    lap, bterm = dense_heat_system(s, theta)
     u = np.full(m * m, theta[0])
     records = []
     for _ in range(steps):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from solvers.streams import HEAT_PARAMS, heat_fields
+from tests.solvers._heat_reference import dense_heat_system
 
 
 def _params(values):
@@ -49,13 +50,7 @@ def test_heat_matches_dense_explicit_reference_with_boundaries():
     theta = np.array([0.3, 1.0, -0.5, 0.2, 0.7])
     m = s - 2
     r = dt * (s - 1) ** 2
-    lap1 = 2 * np.eye(m) - np.eye(m, k=1) - np.eye(m, k=-1)
-    lap = np.kron(lap1, np.eye(m)) + np.kron(np.eye(m), lap1)
-    bterm = np.zeros((m, m))
-    bterm[0, :] += theta[1]
-    bterm[-1, :] += theta[2]
-    bterm[:, 0] += theta[3]
-    bterm[:, -1] += theta[4]
+    lap, bterm = dense_heat_system(s, theta)
     u = np.full(m * m, theta[0])
     records = []
     for _ in range(n):
