@@ -18,6 +18,7 @@ initialisations, not traced code.
 from __future__ import annotations
 
 import numpy as np
+import scipy.optimize
 
 from ._hippo import _check_size
 
@@ -79,25 +80,44 @@ def transfer_distance(
     *,
     n_grid: int = 4001,
     chunk: int = 2048,
+    n_refine: int = 8,
 ) -> float:
     """Worst-case distance `sup_ω ‖Φ(iω) − Φ_H(iω)‖₂` to HiPPO-LegS of size `N = V.shape[0]`.
 
-    The supremum is taken over a uniform grid (`n_grid` points over ±1.25 times
+    The error is evaluated on a uniform grid (`n_grid` points over ±1.25 times
     the largest pole frequency) together with every pole frequency `Im Λ_n`,
-    where the spikes of a lightly damped diagonal system sit.
+    where the spikes of a lightly damped diagonal system sit; then the
+    `n_refine` largest local maxima of the grid are refined by a bounded scalar
+    search between their neighbouring grid points (a peak narrower than the
+    grid spacing reads low on the grid alone: 3% at `N = 128` for PTD).
 
     **Arguments:** the full diagonal system (all `N` modes, not a conjugate half):
-    `Lambda (N,)`, `V (N, N)`, `B_tilde (N,)`.
+    `Lambda (N,)`, `V (N, N)`, `B_tilde (N,)`; `n_refine = 0` keeps the grid value.
 
     **Returns:** the distance, a float.
     """
     N = np.asarray(V).shape[0]
     omega = _frequency_grid(Lambda, n_grid)
-    worst = 0.0
-    for start in range(0, omega.size, chunk):
-        w = omega[start : start + chunk]
+
+    def error(w: np.ndarray) -> np.ndarray:
         diff = diagonal_transfer(Lambda, V, B_tilde, w) - hippo_transfer(N, w)
-        worst = max(worst, float(np.max(np.linalg.norm(diff, axis=1))))
+        return np.linalg.norm(diff, axis=1)
+
+    values = np.concatenate(
+        [error(omega[start : start + chunk]) for start in range(0, omega.size, chunk)]
+    )
+    worst = float(np.max(values))
+    padded = np.concatenate([[-np.inf], values, [-np.inf]])
+    peaks = np.flatnonzero((padded[1:-1] >= padded[:-2]) & (padded[1:-1] >= padded[2:]))
+    for i in peaks[np.argsort(values[peaks])[::-1][:n_refine]]:
+        low, high = omega[max(i - 1, 0)], omega[min(i + 1, omega.size - 1)]
+        found = scipy.optimize.minimize_scalar(
+            lambda w: -float(error(np.array([w]))[0]),
+            bounds=(low, high),
+            method="bounded",
+            options={"xatol": 1e-9 * max(1.0, abs(omega[i]))},
+        )
+        worst = max(worst, -float(found.fun))
     return worst
 
 
