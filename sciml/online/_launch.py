@@ -20,7 +20,6 @@ import abc
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -174,8 +173,8 @@ class LocalLauncher(AbstractLauncher):
     def cancel(self, handle: subprocess.Popen) -> None:
         if handle.poll() is None:
             try:
-                # SIGCONT first: a stopped (hung) process cannot act on SIGTERM.
-                handle.send_signal(signal.SIGCONT)
+                # SIGKILL ends a stopped (hung) process too; a SIGCONT first would
+                # let it run, and send, until the kill lands.
                 handle.kill()
             except ProcessLookupError:
                 pass
