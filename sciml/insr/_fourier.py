@@ -27,7 +27,7 @@ from .._checks import check_positive_int, default_float_dtype
 
 def fourier_features(
     x: Float[Array, ""], n_modes: int, lower: float, upper: float
-) -> Float[Array, " 2*n_modes+1"]:
+) -> Float[Array, " n_features"]:
     """`[1, cos k₁(x−lo), …, cos k_M(x−lo), sin k₁(x−lo), …, sin k_M(x−lo)]`,
     `kₘ = 2πm/(upper − lower)`, for one scalar `x`."""
     k = 2 * jnp.pi * jnp.arange(1, n_modes + 1, dtype=x.dtype) / (upper - lower)
