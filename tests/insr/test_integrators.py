@@ -46,10 +46,20 @@ def amplitude_phase(field, m):
 @pytest.mark.parametrize("integrator", ["midpoint", "implicit", "explicit"])
 def test_fourier_mode_amplification_is_exact(m, integrator):
     dt, n = 0.1, 10
-    cls = {"midpoint": insr.Midpoint, "implicit": insr.ImplicitEuler, "explicit": insr.ExplicitEuler}
+    cls = {
+        "midpoint": insr.Midpoint,
+        "implicit": insr.ImplicitEuler,
+        "explicit": insr.ExplicitEuler,
+    }
     problem = insr.Advection1D(A, LOWER, UPPER, periodic=True)
     sol = eqx.filter_jit(insr.integrate)(
-        mode_field(m), cls[integrator](exact_solver()), problem, 0.0, n * dt, dt, key=jax.random.key(0)
+        mode_field(m),
+        cls[integrator](exact_solver()),
+        problem,
+        0.0,
+        n * dt,
+        dt,
+        key=jax.random.key(0),
     )
     assert sol.successful
     amp, phase = amplitude_phase(insr.field_at(sol.value, -1), m)
@@ -60,7 +70,11 @@ def test_fourier_mode_amplification_is_exact(m, integrator):
         "explicit": (1 + z**2) ** (n / 2),
     }[integrator]
     # u = Re(g^n e^{ik(x−lo)}); g has argument −2atan(z/2) (midpoint) or −atan(z) (Euler)
-    per_step = {"midpoint": 2 * math.atan(z / 2), "implicit": math.atan(z), "explicit": math.atan(z)}
+    per_step = {
+        "midpoint": 2 * math.atan(z / 2),
+        "implicit": math.atan(z),
+        "explicit": math.atan(z),
+    }
     expected_phase = math.remainder(n * per_step[integrator], 2 * math.pi)
     # measured errors are ~1e-15 (float64 rounding); 1e-12 leaves 1000x headroom
     np.testing.assert_allclose(amp, expected_amp, rtol=1e-12)
@@ -90,7 +104,13 @@ def test_global_error_order(integrator, order):
     errors = []
     for n in (10, 20, 40):
         sol = eqx.filter_jit(insr.integrate)(
-            mode_field(m), integrator(exact_solver()), problem, 0.0, t1, t1 / n, key=jax.random.key(n)
+            mode_field(m),
+            integrator(exact_solver()),
+            problem,
+            0.0,
+            t1,
+            t1 / n,
+            key=jax.random.key(n),
         )
         c = insr.field_at(sol.value, -1).coefficients[0]
         exact = np.zeros(2 * N_MODES + 1)
