@@ -20,6 +20,7 @@ from jax import lax
 from jaxtyping import PRNGKeyArray
 
 from .._checks import check_positive_finite
+from .._custom_types import Real
 from ..solution import RESULTS, Solution, make_solution
 from ._integrators import AbstractIntegrator
 from ._objective import InitialObjective
@@ -46,7 +47,7 @@ def _check_problem(problem: Any) -> None:
         )
 
 
-def number_of_steps(t0: float, t1: float, dt: float) -> int:
+def number_of_steps(t0: Real, t1: Real, dt: Real) -> int:
     """`(t1 − t0)/dt` as an integer; raises `ValueError` if `dt ≤ 0`, `t1 ≤ t0`
     or the interval is not a whole number of steps."""
     check_positive_finite("dt", dt)
@@ -68,8 +69,8 @@ def field_at(fields: Any, index: Any) -> Any:
 
 def fit_initial(
     field: Any,
-    problem: AbstractProblem,
-    solver: AbstractStepSolver,
+    problem: Any,
+    solver: Any,
     *,
     key: PRNGKeyArray,
     throw: bool = True,
@@ -93,11 +94,11 @@ def fit_initial(
 
 def integrate(
     field0: Any,
-    integrator: AbstractIntegrator,
-    problem: AbstractProblem,
-    t0: float,
-    t1: float,
-    dt: float,
+    integrator: Any,
+    problem: Any,
+    t0: Real,
+    t1: Real,
+    dt: Real,
     *,
     key: PRNGKeyArray,
     saveat: SaveAt | None = None,

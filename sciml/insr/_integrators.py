@@ -77,7 +77,7 @@ class ExplicitEuler(AbstractIntegrator):
     **Arguments:** `solver` (default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver]).
     """
 
-    solver: AbstractStepSolver = _solver_field()
+    solver: Any = _solver_field()
     order: ClassVar[int] = 1
 
     def residual(self, problem, field, previous, t, dt, x):
@@ -94,7 +94,7 @@ class ImplicitEuler(AbstractIntegrator):
     **Arguments:** `solver` (default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver]).
     """
 
-    solver: AbstractStepSolver = _solver_field()
+    solver: Any = _solver_field()
     order: ClassVar[int] = 1
 
     def residual(self, problem, field, previous, t, dt, x):
@@ -112,7 +112,7 @@ class Midpoint(AbstractIntegrator):
     **Arguments:** `solver` (default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver]).
     """
 
-    solver: AbstractStepSolver = _solver_field()
+    solver: Any = _solver_field()
     order: ClassVar[int] = 2
 
     def residual(self, problem, field, previous, t, dt, x):

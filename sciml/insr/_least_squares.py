@@ -51,7 +51,7 @@ class LeastSquaresSolver(AbstractStepSolver):
       `None` keeps the field's dtype.
     """
 
-    optimiser: optx.AbstractLeastSquaresSolver = eqx.field(default_factory=_default_optimiser)
+    optimiser: Any = eqx.field(default_factory=_default_optimiser)
     n_points: int = eqx.field(static=True, default=2000)
     n_boundary: int = eqx.field(static=True, default=50)
     max_steps: int = eqx.field(static=True, default=100)

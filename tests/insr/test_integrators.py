@@ -76,7 +76,8 @@ def test_fourier_mode_amplification_is_exact(m, integrator):
         "explicit": math.atan(z),
     }
     expected_phase = math.remainder(n * per_step[integrator], 2 * math.pi)
-    # measured errors are ~1e-15 (float64 rounding); 1e-12 leaves 1000x headroom
+    # measured errors ~2e-16 (midpoint, m = 1: amplitude 2.2e-16, phase 0); 1e-12 leaves
+    # > 1000x headroom
     np.testing.assert_allclose(amp, expected_amp, rtol=1e-12)
     np.testing.assert_allclose(phase, expected_phase, atol=1e-12)
     # the integrators' own factor agrees with the closed form
@@ -91,7 +92,7 @@ def test_midpoint_conserves_l2_of_many_modes():
     problem = insr.Advection1D(A, LOWER, UPPER, periodic=True)
     sol = insr.integrate(field, insr.Midpoint(exact_solver()), problem, 0.0, 1.0, 0.1, key=key)
     energy = jnp.sum(sol.value.coefficients[:, 0, 1:] ** 2, axis=-1)
-    # measured drift ~1e-15 relative; 1e-12 leaves 1000x headroom
+    # exact up to float64 rounding over 10 steps (bound 1e-12)
     np.testing.assert_allclose(energy[-1], energy[0], rtol=1e-12)
 
 
@@ -117,5 +118,5 @@ def test_global_error_order(integrator, order):
         exact[m], exact[N_MODES + m] = math.cos(k * A * t1), math.sin(k * A * t1)
         errors.append(np.linalg.norm(np.asarray(c) - exact))
     rates = np.log2(np.asarray(errors[:-1]) / np.asarray(errors[1:]))
-    # measured rates: 2.00 / 2.00 (midpoint), 0.97 / 0.99 (implicit Euler)
+    # measured rates: 2.00 / 2.00 (midpoint), 0.95 / 0.98 (implicit Euler)
     np.testing.assert_allclose(rates, order, atol=0.1)
