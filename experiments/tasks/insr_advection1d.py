@@ -93,10 +93,14 @@ def build(config):
             rtol=s.rtol, atol=s.atol, linear_solver=lx.Normal(lx.Cholesky())
         )
         solver = insr.LeastSquaresSolver(
-            optimiser, n_points=s.n_points, n_boundary=s.n_boundary, max_steps=s.max_steps
+            optimiser,
+            n_points=s.n_points,
+            n_boundary=s.n_boundary,
+            max_steps=s.max_steps,
+            loss_tol=s.loss_tol,
         )
         initial = insr.LeastSquaresSolver(
-            optimiser, n_points=s.n_points, max_steps=config.initial.max_steps
+            optimiser, n_points=s.n_points, max_steps=config.initial.max_steps, loss_tol=s.loss_tol
         )
     else:
         solver = insr.AdamSolver(

@@ -25,7 +25,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import PRNGKeyArray
 
 from .._checks import check_positive_int
-from ..solution import Solution
+from ..solution import RESULTS, Solution
 from ._objective import InitialObjective
 from ._step_solver import AbstractStepSolver, cast_floats, finish, float_dtype_of
 
@@ -46,6 +46,11 @@ class LeastSquaresSolver(AbstractStepSolver):
     - `n_boundary`: boundary points per step (default 50, the paper's).
     - `max_steps`: optimiser iteration cap (default 100); hitting it is reported
       as `RESULTS.nonlinear_max_steps_reached`.
+    - `loss_tol`: optional absolute tolerance on the objective `L`: a solve
+      that hits `max_steps` with `L ≤ loss_tol` counts as converged. (The
+      optimiser's own Cauchy test on the weights rarely triggers for networks
+      with many more weights than the residual constrains: it keeps moving
+      along flat directions.) `None`: only the optimiser's test.
     - `dtype`: solve in this dtype (e.g. `jnp.float64`, needs
       `jax_enable_x64`); the new weights are cast back to the field's dtype.
       `None` keeps the field's dtype.
@@ -55,12 +60,15 @@ class LeastSquaresSolver(AbstractStepSolver):
     n_points: int = eqx.field(static=True, default=2000)
     n_boundary: int = eqx.field(static=True, default=50)
     max_steps: int = eqx.field(static=True, default=100)
+    loss_tol: float | None = eqx.field(static=True, default=None)
     dtype: Any = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         check_positive_int("n_points", self.n_points)
         check_positive_int("n_boundary", self.n_boundary)
         check_positive_int("max_steps", self.max_steps)
+        if self.loss_tol is not None and not self.loss_tol > 0:
+            raise ValueError(f"`loss_tol` must be > 0 or None, got {self.loss_tol!r}.")
         if not isinstance(self.optimiser, optx.AbstractLeastSquaresSolver):
             raise ValueError(
                 "`optimiser` must be an optimistix least-squares solver, e.g. "
@@ -83,8 +91,11 @@ class LeastSquaresSolver(AbstractStepSolver):
             residuals, self.optimiser, flat, args, max_steps=self.max_steps, throw=False
         )
         loss = jnp.sum(residuals(sol.value, args) ** 2)
+        result = RESULTS.promote(sol.result)
+        if self.loss_tol is not None:
+            result = RESULTS.where(loss <= self.loss_tol, RESULTS.successful, result)
         new = cast_floats(eqx.combine(unravel(sol.value), static), field_dtype)
-        return finish(new, sol.result, loss_initial, loss, sol.stats["num_steps"])
+        return finish(new, result, loss_initial, loss, sol.stats["num_steps"])
 
 
 def residual_function(objective: Any, field_of: Any) -> Any:
