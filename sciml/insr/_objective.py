@@ -41,6 +41,11 @@ class AbstractObjective(eqx.Module):
     def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
         """The boundary residual at one boundary point."""
 
+    @property
+    def boundary_weight(self) -> float:
+        """`λ`, the weight of the boundary term (the problem's by default)."""
+        return self.problem.boundary_weight
+
     def residuals(
         self, field: Field, x_interior: Float[Array, "n d"], x_boundary: Float[Array, "m d"]
     ) -> Float[Array, " r"]:
@@ -48,8 +53,8 @@ class AbstractObjective(eqx.Module):
         n = x_interior.shape[0]
         parts = [jax.vmap(lambda x: self.interior(field, x))(x_interior).reshape(-1) / math.sqrt(n)]
         m = x_boundary.shape[0]
-        if m and self.problem.boundary_weight:
-            scale = math.sqrt(self.problem.boundary_weight / m)
+        if m and self.boundary_weight:
+            scale = math.sqrt(self.boundary_weight / m)
             parts.append(
                 jax.vmap(lambda x: self.boundary(field, x))(x_boundary).reshape(-1) * scale
             )
@@ -95,7 +100,6 @@ class InitialObjective(AbstractObjective):
     def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
         return jnp.zeros((0,), x.dtype)
 
-    def residuals(
-        self, field: Field, x_interior: Float[Array, "n d"], x_boundary: Float[Array, "m d"]
-    ) -> Float[Array, " r"]:
-        return super().residuals(field, x_interior, x_boundary[:0])
+    @property
+    def boundary_weight(self) -> float:
+        return 0.0
