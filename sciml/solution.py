@@ -44,6 +44,12 @@ class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "Newton iterates that no fallback recovered from. With a Sequential() fallback this "
         "means the recurrence itself is not finite on this input."
     )
+    insr_objective_increased = (
+        "sciml.insr: a time step (or the initial fit) ended with a larger objective than at "
+        "its warm start, the previous weights; the per-step solver diverged. Lower "
+        "AdamSolver's learning_rate, or use LeastSquaresSolver; read solution.stats "
+        "'loss_initial' and 'loss' per step."
+    )
 
 
 def _result_name(index: int) -> str:

@@ -8,6 +8,7 @@ numerical code: this package never imports `sciml`.
 - `solvers.heat`: 2-D heat equation, parameterised boundary/initial temperatures (JAX).
 - `solvers.burgers`: 1-D viscous Burgers, periodic, pseudo-spectral (JAX).
 - `solvers.poisson`: pressure-Poisson systems on voxel grids (scipy CSR + JAX matrix-free).
+- `solvers.advection`: 1-D linear advection, Crank–Nicolson with upwind or central differences (INSR grid baselines).
 - `solvers.stepping`: the time loop the time-dependent solvers share. Their
   solvers are one-sample stepper modules (`NavierStokes`, `Heat`, `Burgers`:
   `stepper(u)` advances one field `(channels, *grid)` by `dt`), and

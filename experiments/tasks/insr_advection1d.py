@@ -1,0 +1,233 @@
+"""INSR on 1-D advection, next to its time-discretisation floor and grid baselines.
+
+Fits the SIREN to the initial Gaussian, steps it with the configured
+integrator and per-step solver (`sciml.insr.integrate`, every step's weights
+saved), and compares on `eval.n_nodes` uniform nodes of `[lower, upper]`:
+
+- `error`: the paper's metric, the mean absolute error against the exact
+  solution averaged over all steps `1..n` (time-averaged MAE);
+- `floor`: the same integrator with an exact spatial representation (its
+  amplification factor applied to every Fourier mode of the initial condition
+  on the periodic grid of the nodes; the Gaussian is ~0 at the ends);
+- `grid_first_order`: Crank–Nicolson + first-order upwind on the nodes (the
+  paper's baseline; `n_nodes` values = the memory of 901 float32 weights);
+- `grid_second_order`: Crank–Nicolson + central differences on the same nodes;
+- `seconds_per_step`: wall time of `integrate` divided by the number of steps
+  (compilation included), `initial_seconds` that of the initial fit.
+
+Also: `n_params`, `param_bytes` (float32), `grid_bytes`, `failed_steps`,
+`result` (the `RESULTS` name), `final_error` (MAE at the last step).
+Writes `weights.eqx` (the stacked per-step fields; restore with
+`eqx.tree_deserialise_leaves` onto the same structure) and `times.npy`;
+plots `plots/fields.png` (snapshots vs the exact solution) and
+`plots/errors.png` (MAE over time for every method).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+import optimistix as optx
+
+from sciml import insr
+from sciml.solution import RESULTS
+from solvers.advection import CentralCN, UpwindCN
+from solvers.stepping import rollout
+
+
+INTEGRATORS = {
+    "midpoint": insr.Midpoint,
+    "implicit_euler": insr.ImplicitEuler,
+    "explicit_euler": insr.ExplicitEuler,
+}
+PROBLEMS = ("advection1d",)
+SOLVERS = ("least_squares", "adam")
+FIELDS = ("siren",)
+
+
+def _choose(kind: str, name: str, accepted) -> str:
+    if name not in accepted:
+        raise ValueError(f"unknown {kind} {name!r}; accepted: {', '.join(map(repr, accepted))}.")
+    return name
+
+
+def build(config):
+    """`(problem, field, integrator, initial solver)` from the config."""
+    p = config.problem
+    _choose("problem.name", p.name, PROBLEMS)
+    problem = insr.Advection1D(
+        p.velocity, p.lower, p.upper, center=p.center, width=p.width, periodic=bool(p.periodic)
+    )
+    _choose("field.name", config.field.name, FIELDS)
+    field = insr.SIREN(
+        1,
+        1,
+        width=config.field.width,
+        hidden_layers=config.field.hidden_layers,
+        omega0=config.field.omega0,
+        key=jax.random.key(config.seed),
+    )
+    if problem.periodic:
+        field = insr.PeriodicEmbedding(
+            insr.SIREN(
+                2,
+                1,
+                width=config.field.width,
+                hidden_layers=config.field.hidden_layers,
+                omega0=config.field.omega0,
+                key=jax.random.key(config.seed),
+            ),
+            p.lower,
+            p.upper,
+        )
+    s = config.solver
+    _choose("solver.name", s.name, SOLVERS)
+    if s.name == "least_squares":
+        optimiser = optx.LevenbergMarquardt(
+            rtol=s.rtol, atol=s.atol, linear_solver=lx.Normal(lx.Cholesky())
+        )
+        solver = insr.LeastSquaresSolver(
+            optimiser,
+            n_points=s.n_points,
+            n_boundary=s.n_boundary,
+            max_steps=s.max_steps,
+            loss_tol=s.loss_tol,
+        )
+        initial = insr.LeastSquaresSolver(
+            optimiser, n_points=s.n_points, max_steps=config.initial.max_steps, loss_tol=s.loss_tol
+        )
+    else:
+        solver = insr.AdamSolver(
+            learning_rate=s.learning_rate,
+            n_points=s.n_points,
+            n_boundary=s.n_boundary,
+            max_iters=s.max_iters,
+        )
+        initial = solver
+    integrator = INTEGRATORS[_choose("integrator", config.integrator, tuple(INTEGRATORS))]
+    return problem, field, integrator(solver), initial
+
+
+def mae_over_time(values: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """Mean absolute error per time `(T,)` of `(T, n)` arrays."""
+    return np.mean(np.abs(values - exact), axis=-1)
+
+
+def spectral_floor(integrator, problem, nodes: np.ndarray, dt: float, n_steps: int) -> np.ndarray:
+    """`(n_steps + 1, n)`: the integrator applied exactly to every Fourier mode
+    of `u₀` on the periodic grid `nodes[:-1]` (last node = first)."""
+    x = nodes[:-1]
+    k = 2 * np.pi * np.fft.fftfreq(x.size, d=x[1] - x[0])
+    g = np.asarray(integrator.amplification(-1j * problem.velocity * k * dt))
+    u0 = jax.vmap(problem.initial_condition)(jnp.asarray(x)[:, None])[:, 0]
+    u0_hat = np.fft.fft(np.asarray(u0))
+    fields = [np.fft.ifft(g**n * u0_hat).real for n in range(n_steps + 1)]
+    return np.concatenate([np.stack(fields), np.stack(fields)[:, :1]], axis=1)
+
+
+def train_and_evaluate(config, workdir) -> dict:
+    import matplotlib.pyplot as plt
+
+    workdir = Path(workdir)
+    with jax.enable_x64(bool(config.x64)):
+        problem, field, integrator, initial = build(config)
+        dt, t1 = float(config.problem.dt), float(config.problem.t1)
+        n_steps = insr.number_of_steps(0.0, t1, dt)
+        key_init, key_run = jax.random.split(jax.random.key(config.seed + 1))
+
+        start = time.perf_counter()
+        fit = eqx.filter_jit(insr.fit_initial)(field, problem, initial, key=key_init, throw=False)
+        jax.block_until_ready(fit.stats["loss"])
+        initial_seconds = time.perf_counter() - start
+
+        start = time.perf_counter()
+        sol = eqx.filter_jit(insr.integrate)(
+            fit.value,
+            integrator,
+            problem,
+            0.0,
+            t1,
+            dt,
+            key=key_run,
+            saveat=insr.SaveAt(t0=True, steps=True),
+            throw=False,
+        )
+        jax.block_until_ready(sol.stats["loss"])
+        seconds_per_step = (time.perf_counter() - start) / n_steps
+
+        eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
+        times = np.asarray(sol.stats["ts"])
+        np.save(workdir / "times.npy", times)
+
+        p = config.problem
+        nodes = np.linspace(p.lower, p.upper, int(config.eval.n_nodes))
+        x = jnp.asarray(nodes)[:, None]
+        insr_values = np.asarray(
+            jax.vmap(lambda f: jax.vmap(f)(x)[:, 0])(sol.value)
+        )  # (n_steps + 1, n)
+        exact = np.asarray(
+            jax.vmap(lambda t: jax.vmap(lambda y: problem.exact(t, y))(x)[:, 0])(jnp.asarray(times))
+        )
+        floor_values = spectral_floor(integrator, problem, nodes, dt, n_steps)
+        u0 = np.array(jax.vmap(problem.initial_condition)(x)[:, 0])
+        if not problem.periodic:
+            u0[[0, -1]] = 0.0
+        grids = {}
+        for name, cls in (("grid_first_order", UpwindCN), ("grid_second_order", CentralCN)):
+            stepper = cls(nodes.size, p.lower, p.upper, p.velocity, dt=dt)
+            grids[name] = np.asarray(
+                jax.jit(rollout(stepper, n_steps, include_init=True))(jnp.asarray(u0)[None])
+            )[:, 0]
+
+    curves = {
+        "INSR": mae_over_time(insr_values, exact),
+        "floor (exact space)": mae_over_time(floor_values, exact),
+        "grid 1st order (CN + upwind)": mae_over_time(grids["grid_first_order"], exact),
+        "grid 2nd order (CN + central)": mae_over_time(grids["grid_second_order"], exact),
+    }
+    keys = ("error", "floor", "grid_first_order", "grid_second_order")
+    n_params = sum(a.size for a in jax.tree_util.tree_leaves(eqx.filter(field, eqx.is_array)))
+    summary = {key: float(np.mean(curve[1:])) for key, curve in zip(keys, curves.values())}
+    summary.update(
+        seconds_per_step=seconds_per_step,
+        initial_seconds=initial_seconds,
+        initial_loss=float(fit.stats["loss"]),
+        final_error=float(curves["INSR"][-1]),
+        n_steps=n_steps,
+        n_params=int(n_params),
+        param_bytes=int(4 * n_params),
+        grid_bytes=int(4 * nodes.size),
+        failed_steps=int(sol.stats["num_failed_steps"]),
+        result=RESULTS[sol.result] if not bool(sol.successful) else "successful",
+        mean_iterations=float(np.mean(np.asarray(sol.stats["iterations"]))),
+    )
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    picks = np.unique(np.linspace(0, n_steps, int(config.eval.snapshots)).round().astype(int))
+    for i, idx in enumerate(picks):
+        color = f"C{i}"
+        ax.plot(nodes, exact[idx], color=color, lw=3, alpha=0.3)
+        ax.plot(nodes, insr_values[idx], color=color, lw=1, label=f"INSR t={times[idx]:.2f}")
+        ax.plot(nodes, grids["grid_first_order"][idx], color=color, ls=":", lw=1)
+    ax.set_xlabel("x")
+    ax.set_ylabel("u")
+    ax.set_title("INSR (solid), exact (thick), first-order grid (dotted)")
+    ax.legend(fontsize=7)
+    fig.savefig(workdir / "plots" / "fields.png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, curve in curves.items():
+        ax.semilogy(times[1:], np.maximum(curve[1:], 1e-16), label=label)
+    ax.set_xlabel("t")
+    ax.set_ylabel("mean absolute error")
+    ax.legend(fontsize=7)
+    fig.savefig(workdir / "plots" / "errors.png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return summary

@@ -1,0 +1,45 @@
+"""Implicit neural spatial representations (INSR) for time-dependent PDEs.
+
+The field is a neural network on one point `(d,) -> (C,)`; each time step
+finds the new weights by minimising a classical integrator's residual between
+the new network and the frozen previous one (Chen, Wu, Guo, Grinspun, Zheng,
+"Implicit Neural Spatial Representations for Time-dependent PDEs", ICML 2023).
+Per-step solvers: the paper's Adam loop, or Gauss–Newton / Levenberg–Marquardt
+on the per-point residuals (optimistix).
+"""
+
+from ._adam import AdamSolver as AdamSolver
+from ._advection import (
+    Advection1D as Advection1D,
+    advection_exact as advection_exact,
+    gaussian as gaussian,
+)
+from ._fourier import (
+    FourierBasis as FourierBasis,
+    FourierFeatureMLP as FourierFeatureMLP,
+    FunctionField as FunctionField,
+    PeriodicEmbedding as PeriodicEmbedding,
+    fourier_features as fourier_features,
+)
+from ._integrate import (
+    SaveAt as SaveAt,
+    field_at as field_at,
+    fit_initial as fit_initial,
+    integrate as integrate,
+    number_of_steps as number_of_steps,
+)
+from ._integrators import (
+    AbstractIntegrator as AbstractIntegrator,
+    ExplicitEuler as ExplicitEuler,
+    ImplicitEuler as ImplicitEuler,
+    Midpoint as Midpoint,
+)
+from ._least_squares import LeastSquaresSolver as LeastSquaresSolver
+from ._objective import (
+    AbstractObjective as AbstractObjective,
+    InitialObjective as InitialObjective,
+    StepObjective as StepObjective,
+)
+from ._problem import AbstractProblem as AbstractProblem
+from ._siren import SIREN as SIREN, siren_weight_bound as siren_weight_bound
+from ._step_solver import AbstractStepSolver as AbstractStepSolver

@@ -1,0 +1,105 @@
+r"""Per-step objectives: the per-point residuals whose sum of squares a step minimises.
+
+For interior points `xᵢ` (`N` of them) and boundary points `x_b` (`N_b`):
+
+$$L(\theta) = \frac{1}{N}\sum_i \lVert r(f_\theta, x_i)\rVert^2
++ \frac{\lambda}{N_b}\sum_b \lVert c(f_\theta, x_b)\rVert^2
+= \lVert R(\theta)\rVert^2,$$
+
+with the stacked residual vector `R = [r(xᵢ)/√N, √(λ/N_b) c(x_b)]`, which the
+Gauss–Newton / Levenberg–Marquardt solver works on directly and the Adam
+solver through `L`. An objective holds everything the residual needs besides
+the new field (the previous field(s), the time, the step): its arrays are
+pytree leaves, so it crosses `jit`, `scan` and the optimistix solvers as data.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._problem import AbstractProblem, Field
+
+
+class AbstractObjective(eqx.Module):
+    """Base of the per-step objectives: `interior(field, x)` and
+    `boundary(field, x)` per-point residuals on the problem's sample points."""
+
+    problem: eqx.AbstractVar[AbstractProblem]
+
+    @abc.abstractmethod
+    def interior(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " k"]:
+        """The residual at one interior point."""
+
+    @abc.abstractmethod
+    def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
+        """The boundary residual at one boundary point."""
+
+    @property
+    def boundary_weight(self) -> float:
+        """`λ`, the weight of the boundary term (the problem's by default)."""
+        return self.problem.boundary_weight
+
+    def residuals(
+        self, field: Field, x_interior: Float[Array, "n d"], x_boundary: Float[Array, "m d"]
+    ) -> Float[Array, " r"]:
+        """The stacked residual vector `R` (its squared norm is the loss `L`)."""
+        n = x_interior.shape[0]
+        parts = [jax.vmap(lambda x: self.interior(field, x))(x_interior).reshape(-1) / math.sqrt(n)]
+        m = x_boundary.shape[0]
+        if m and self.boundary_weight:
+            scale = math.sqrt(self.boundary_weight / m)
+            parts.append(
+                jax.vmap(lambda x: self.boundary(field, x))(x_boundary).reshape(-1) * scale
+            )
+        return jnp.concatenate(parts)
+
+    def losses(
+        self, field: Field, x_interior: Float[Array, "n d"], x_boundary: Float[Array, "m d"]
+    ) -> tuple[Array, Array]:
+        """`(L, interior part of L)`."""
+        r = self.residuals(field, x_interior, x_boundary)
+        k = jax.eval_shape(lambda x: self.interior(field, x), x_interior[0]).size
+        n_interior = x_interior.shape[0] * k
+        return jnp.sum(r**2), jnp.sum(r[:n_interior] ** 2)
+
+
+class StepObjective(AbstractObjective):
+    """One time step of an integrator: residual `integrator.residual(problem,
+    f_θ, f_prev, t, dt, x)` inside, the problem's boundary residual at `t + dt`
+    on the boundary."""
+
+    integrator: Any
+    problem: AbstractProblem
+    previous: Any
+    t: Any
+    dt: Any
+
+    def interior(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " k"]:
+        return self.integrator.residual(self.problem, field, self.previous, self.t, self.dt, x)
+
+    def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
+        return self.problem.boundary_residual(field, self.t + self.dt, x)
+
+
+class InitialObjective(AbstractObjective):
+    """Fitting the initial condition: `f_θ(x) − u₀(x)` (plain MSE, as the paper;
+    no boundary term)."""
+
+    problem: AbstractProblem
+
+    def interior(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " k"]:
+        return field(x) - self.problem.initial_condition(x).astype(x.dtype)
+
+    def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
+        return jnp.zeros((0,), x.dtype)
+
+    @property
+    def boundary_weight(self) -> float:
+        return 0.0

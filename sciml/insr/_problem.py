@@ -1,0 +1,79 @@
+r"""The abstract PDE problem a neural field is stepped on.
+
+A problem is `∂ₜu = F(u)` on a domain, with an initial condition and
+boundary conditions. It provides per-point pieces, and an integrator
+([`sciml.insr.Midpoint`][] etc.) turns them into the per-step residual. Each
+method takes a **field** — any callable on one point `(d,) -> (C,)` — so
+spatial derivatives are taken by autodiff of that callable.
+
+A new problem is a final subclass that sets `in_size`, `out_size` and
+`boundary_weight` and implements the abstract methods.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+from jaxtyping import Array, Float, PRNGKeyArray
+
+
+Field = Callable[[Array], Array]
+
+
+class AbstractProblem(eqx.Module):
+    """Base of the problems: `∂ₜu = F(u)` for a field `u: (in_size,) -> (out_size,)`.
+
+    **Attributes:** `in_size` (`d`), `out_size` (`C`), `boundary_weight`
+    (`λ`, the weight of the soft boundary penalty).
+    """
+
+    in_size: eqx.AbstractVar[int]
+    out_size: eqx.AbstractVar[int]
+    boundary_weight: eqx.AbstractVar[float]
+
+    @abc.abstractmethod
+    def rhs(self, field: Field, t: Any, x: Float[Array, " d"]) -> Float[Array, " C"]:
+        """`F(u)(x)` at time `t` for the field `u` (a callable on one point)."""
+
+    @abc.abstractmethod
+    def initial_condition(self, x: Float[Array, " d"]) -> Float[Array, " C"]:
+        """`u(0, x)`."""
+
+    @abc.abstractmethod
+    def sample_interior(self, key: PRNGKeyArray, n: int, dtype: Any) -> Float[Array, "n d"]:
+        """`n` uniform random points in the domain."""
+
+    @abc.abstractmethod
+    def sample_boundary(self, key: PRNGKeyArray, n: int, dtype: Any) -> Float[Array, "m d"]:
+        """Random points for the boundary penalty (`m = 0` when there is none)."""
+
+    @abc.abstractmethod
+    def boundary_residual(self, field: Field, t: Any, x: Float[Array, " d"]) -> Float[Array, " b"]:
+        """The boundary condition's residual at a boundary point (`0` when met)."""
+
+    def exact(self, t: Any, x: Float[Array, " d"]) -> Float[Array, " C"]:
+        """The analytic solution, where the problem has one."""
+        raise NotImplementedError(f"{type(self).__name__} has no analytic solution.")
+
+    def check_field(self, field: Any, name: str = "field") -> None:
+        """Raises `ValueError` (at trace time) unless `field` maps `(in_size,)`
+        to `(out_size,)`."""
+        if not callable(field):
+            raise ValueError(f"`{name}` must be a callable on one point, got {type(field)}.")
+        point = jax.ShapeDtypeStruct((self.in_size,), jax.numpy.float32)
+        try:
+            out = eqx.filter_eval_shape(field, point)
+        except Exception as error:  # noqa: BLE001 - re-raised with the fix
+            raise ValueError(
+                f"`{name}` could not be evaluated on one point of shape ({self.in_size},) "
+                f"for {type(self).__name__}: {error}"
+            ) from error
+        if getattr(out, "shape", None) != (self.out_size,):
+            raise ValueError(
+                f"`{name}` must map a point ({self.in_size},) to ({self.out_size},) for "
+                f"{type(self).__name__}, got output shape {getattr(out, 'shape', out)}."
+            )

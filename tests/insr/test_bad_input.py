@@ -1,0 +1,106 @@
+"""Bad input fails early with the argument's name; failing steps are flagged."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sciml import insr
+from sciml.solution import RESULTS
+
+
+def fourier_field():
+    c = jnp.zeros((1, 9)).at[0, 1].set(1.0)
+    return insr.FourierBasis(4, -2.0, 2.0, coefficients=c)
+
+
+PROBLEM = insr.Advection1D(periodic=True)
+
+
+def test_unknown_integrator_and_problem():
+    with pytest.raises(ValueError, match="`integrator` must be"):
+        insr.integrate(fourier_field(), "midpoint", PROBLEM, 0.0, 1.0, 0.1, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="`problem` must be"):
+        insr.integrate(
+            fourier_field(), insr.Midpoint(), "advection", 0.0, 1.0, 0.1, key=jax.random.key(0)
+        )
+
+
+@pytest.mark.parametrize("dt", [0.0, -0.1, float("nan")])
+def test_non_positive_dt(dt):
+    with pytest.raises(ValueError, match="`dt`"):
+        insr.integrate(
+            fourier_field(), insr.Midpoint(), PROBLEM, 0.0, 1.0, dt, key=jax.random.key(0)
+        )
+
+
+def test_interval_not_whole_number_of_steps():
+    with pytest.raises(ValueError, match="whole number of steps"):
+        insr.integrate(
+            fourier_field(), insr.Midpoint(), PROBLEM, 0.0, 1.0, 0.3, key=jax.random.key(0)
+        )
+
+
+def test_field_output_dimension_must_match():
+    field = insr.SIREN(1, 2, key=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"`field0` must map a point \(1,\) to \(1,\)"):
+        insr.integrate(field, insr.Midpoint(), PROBLEM, 0.0, 1.0, 0.1, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="`field`"):
+        insr.fit_initial(
+            insr.SIREN(2, 1, key=jax.random.key(0)),
+            PROBLEM,
+            insr.AdamSolver(),
+            key=jax.random.key(0),
+        )
+
+
+def test_bad_solver_options():
+    with pytest.raises(ValueError, match="`n_points`"):
+        insr.LeastSquaresSolver(n_points=0)
+    with pytest.raises(ValueError, match="`optimiser`"):
+        insr.LeastSquaresSolver(optimiser="lm")
+    with pytest.raises(ValueError, match="`factor`"):
+        insr.AdamSolver(factor=2.0)
+    with pytest.raises(ValueError, match="`omega0`"):
+        insr.SIREN(1, 1, omega0=0.0, key=jax.random.key(0))
+
+
+def test_diverging_step_is_flagged_with_its_residual():
+    # Adam at learning rate 10 blows the linear field's objective up within 5 iterations
+    solver = insr.AdamSolver(learning_rate=10.0, n_points=64, max_iters=5)
+    run = eqx.filter_jit(insr.integrate)
+    sol = run(
+        fourier_field(),
+        insr.Midpoint(solver),
+        PROBLEM,
+        0.0,
+        0.2,
+        0.1,
+        key=jax.random.key(0),
+        throw=False,
+    )
+    assert sol.result == RESULTS.insr_objective_increased
+    step = np.asarray(sol.stats["step_result"])
+    assert np.all(step == int(RESULTS.insr_objective_increased._value))
+    assert np.all(np.asarray(sol.stats["loss"]) > np.asarray(sol.stats["loss_initial"]))
+    assert int(sol.stats["num_failed_steps"]) == 2
+    with pytest.raises(Exception, match="larger objective than at its warm start"):
+        run(fourier_field(), insr.Midpoint(solver), PROBLEM, 0.0, 0.2, 0.1, key=jax.random.key(0))
+
+
+def test_step_cap_is_reported():
+    # a tiny learning rate never reaches the plateau stop rule within 3 iterations
+    solver = insr.AdamSolver(learning_rate=1e-6, min_lr=1e-8, n_points=64, max_iters=3)
+    sol = insr.integrate(
+        fourier_field(),
+        insr.Midpoint(solver),
+        PROBLEM,
+        0.0,
+        0.1,
+        0.1,
+        key=jax.random.key(0),
+        throw=False,
+    )
+    assert sol.result == RESULTS.nonlinear_max_steps_reached
+    assert int(sol.stats["iterations"][0]) == 3
