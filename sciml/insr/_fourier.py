@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_positive_int, default_float_dtype
+from .._checks import check_positive_finite, check_positive_int, default_float_dtype
 
 
 def fourier_features(
@@ -138,8 +138,7 @@ class FourierFeatureMLP(eqx.Module):
     ):
         in_size = check_positive_int("in_size", in_size)
         n_features = check_positive_int("n_features", n_features)
-        if not (scale > 0 and math.isfinite(scale)):
-            raise ValueError(f"`scale` must be a finite number > 0, got {scale!r}.")
+        check_positive_finite("scale", scale)
         dtype = default_float_dtype(dtype)
         kb, km = jax.random.split(key)
         self.frequencies = scale * jax.random.normal(kb, (n_features, in_size), dtype)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_positive_int, default_float_dtype
+from .._checks import check_positive_finite, check_positive_int, default_float_dtype
 
 
 def siren_weight_bound(fan_in: int, omega0: float, *, first: bool) -> float:
@@ -65,8 +65,7 @@ class SIREN(eqx.Module):
             or hidden_layers < 0
         ):
             raise ValueError(f"`hidden_layers` must be an integer >= 0, got {hidden_layers!r}.")
-        if not (isinstance(omega0, int | float) and omega0 > 0 and math.isfinite(omega0)):
-            raise ValueError(f"`omega0` must be a finite number > 0, got {omega0!r}.")
+        check_positive_finite("omega0", omega0)
         dtype = default_float_dtype(dtype)
         sizes = [in_size] + [width] * (hidden_layers + 1) + [out_size]
         keys = jax.random.split(key, 2 * (len(sizes) - 1))
