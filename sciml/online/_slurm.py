@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._checks import check_positive_finite, check_positive_int
 from ._launch import AbstractLauncher, SolverJob, solver_environment, worker_command
 
 
@@ -212,12 +213,7 @@ class SlurmLauncher(AbstractLauncher):
         if partition is not None and (not isinstance(partition, str) or not partition.strip()):
             raise ValueError(f"`partition` must be a partition name or None, got {partition!r}.")
         self.time = check_time(time)
-        if (
-            isinstance(cpus_per_task, bool)
-            or not isinstance(cpus_per_task, int)
-            or cpus_per_task < 1
-        ):
-            raise ValueError(f"`cpus_per_task` must be an integer >= 1, got {cpus_per_task!r}.")
+        cpus_per_task = check_positive_int("cpus_per_task", cpus_per_task)
         if isinstance(mem, int) and not isinstance(mem, bool) and mem > 0:
             mem = str(mem)
         if mem is not None and not (isinstance(mem, str) and _MEMORY.match(mem)):
@@ -229,14 +225,12 @@ class SlurmLauncher(AbstractLauncher):
                 raise ValueError(f"`{name}` must be a list of strings, got {value!r}.")
         if threads is None:
             threads = cpus_per_task
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"`threads` must be an integer >= 1, got {threads!r}.")
+        threads = check_positive_int("threads", threads)
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", job_name):
             raise ValueError(
                 f"`job_name` must be letters, digits, '_', '.', '-', got {job_name!r}."
             )
-        if not poll_interval > 0:
-            raise ValueError(f"`poll_interval` must be positive seconds, got {poll_interval!r}.")
+        check_positive_finite("poll_interval", poll_interval)
         self.partition = partition
         self.cpus_per_task = cpus_per_task
         self.mem = mem
