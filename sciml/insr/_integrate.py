@@ -124,7 +124,9 @@ def integrate(
     [`field_at`][sciml.insr.field_at]); `result` the first failing step's
     result (or `successful`); `stats`: `ts` (saved times), `step_result`
     (`(n,)` `RESULTS` indices per step), `loss_initial`, `loss`, `iterations`
-    (`(n,)` each), `num_failed_steps`.
+    (`(n,)` each), `num_failed_steps`, `state` (the integrator's final
+    state, e.g. the pressure field of a splitting scheme; `None` for the
+    one-step integrators).
     """
     if not isinstance(integrator, AbstractIntegrator):
         raise ValueError(
@@ -138,19 +140,25 @@ def integrate(
         raise ValueError(f"`saveat` must be a SaveAt, got {type(saveat).__name__}.")
     n = number_of_steps(float(t0), float(t1), float(dt))
     params0, static = eqx.partition(field0, eqx.is_inexact_array)
+    state0, state_static = eqx.partition(
+        integrator.init(field0, problem, t0, dt), eqx.is_inexact_array
+    )
 
     def body(carry, inputs):
-        params, result = carry
+        params, state, result = carry
         i, k = inputs
         t = t0 + i * dt
-        sol = integrator.step(eqx.combine(params, static), problem, t, dt, key=k)
+        sol, state = integrator.step(
+            eqx.combine(params, static), problem, t, dt, eqx.combine(state, state_static), key=k
+        )
         new = eqx.partition(sol.value, eqx.is_inexact_array)[0]
+        state = eqx.partition(state, eqx.is_inexact_array)[0]
         result = RESULTS.where(result == RESULTS.successful, sol.result, result)
         out = dict(sol.stats, step_result=sol.result._value)
-        return (new, result), (out, new if saveat.steps else None)
+        return (new, state, result), (out, new if saveat.steps else None)
 
-    init = (params0, RESULTS.successful)
-    (final, result), (per_step, saved) = lax.scan(
+    init = (params0, state0, RESULTS.successful)
+    (final, state, result), (per_step, saved) = lax.scan(
         body, init, (jnp.arange(n), jax.random.split(key, n))
     )
     times = t0 + dt * jnp.arange(n + 1)
@@ -163,5 +171,10 @@ def integrate(
             lambda a0, a: jnp.concatenate([a0[None], a]), params0, stacked
         )
         ts = jnp.concatenate([times[:1], ts])
-    stats = dict(per_step, ts=ts, num_failed_steps=jnp.sum(per_step["step_result"] != 0))
+    stats = dict(
+        per_step,
+        ts=ts,
+        num_failed_steps=jnp.sum(per_step["step_result"] != 0),
+        state=eqx.combine(state, state_static),
+    )
     return make_solution(eqx.combine(stacked, static), result, stats, throw=throw)

@@ -54,16 +54,30 @@ class AbstractIntegrator(eqx.Module):
     def amplification(self, z: Any) -> Any:
         """The growth factor per step for `∂ₜu = λu`, `z = λΔt` (complex)."""
 
+    def init(self, field: Any, problem: AbstractProblem, t0: Any, dt: Any) -> Any:
+        """The integrator's state carried from step to step besides the field
+        (e.g. the previous field of a two-level scheme, or a pressure field);
+        `None` for the one-step integrators here."""
+        return None
+
     def step(
-        self, field: Any, problem: AbstractProblem, t: Any, dt: Any, *, key: PRNGKeyArray
-    ) -> Solution:
+        self,
+        field: Any,
+        problem: AbstractProblem,
+        t: Any,
+        dt: Any,
+        state: Any = None,
+        *,
+        key: PRNGKeyArray,
+    ) -> tuple[Solution, Any]:
         """One step from `field` (the weights at `t`) to `t + dt`.
 
-        **Returns:** the `solver`'s [`Solution`][sciml.solution.Solution]:
-        `value` the new field, `stats` `loss_initial`, `loss`, `iterations`.
+        **Returns:** `(solution, state)`: the `solver`'s
+        [`Solution`][sciml.solution.Solution] (`value` the new field, `stats`
+        `loss_initial`, `loss`, `iterations`) and the new state.
         """
         objective = StepObjective(integrator=self, problem=problem, previous=field, t=t, dt=dt)
-        return self.solver.solve(objective, field, key=key)
+        return self.solver.solve(objective, field, key=key), state
 
 
 def _solver_field():
