@@ -43,8 +43,24 @@ def _leaves(tree: Any) -> list[jax.Array]:
     return jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array))
 
 
-def _abstract(leaves: list[jax.Array]) -> list[jax.ShapeDtypeStruct]:
-    return [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves]
+def _abstract(leaves: list[Any]) -> list[Any]:
+    """Restore targets shaped like `leaves`, placed like them (see `_target`)."""
+    return [_target(np.shape(x), x.dtype, getattr(x, "sharding", None)) for x in leaves]
+
+
+def _target(shape: Any, dtype: Any, sharding: Any = None) -> Any:
+    """A restore target: for an array spread over several devices, its shape
+    with that sharding; otherwise a numpy array, which `_to_device` makes an
+    uncommitted array on the default device, as a freshly built one is.
+    Without an explicit target orbax uses the sharding saved in the
+    checkpoint, which fails on a machine with other devices."""
+    if sharding is not None and len(sharding.device_set) > 1:
+        return jax.ShapeDtypeStruct(tuple(shape), dtype, sharding=sharding)
+    return np.zeros(tuple(shape), dtype)
+
+
+def _to_device(tree: Any) -> Any:
+    return jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, np.ndarray) else x, tree)
 
 
 def _is_array_like(x: Any) -> bool:
@@ -181,13 +197,14 @@ class Checkpointer:
         target = {
             "model": _abstract(model_leaves),
             "opt_state": _abstract(opt_leaves),
-            "key": jax.ShapeDtypeStruct(key_shape, jnp.uint32),
+            "key": _target(key_shape, jnp.uint32),
         }
         if "extra" in saved:  # orbax restores an item whole
             target["extra"] = _numpy_target(saved["extra"])
         restored = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
         )["state"]
+        restored = {name: _to_device(item) for name, item in restored.items() if name != "extra"}
         model = eqx.combine(jax.tree_util.tree_unflatten(model_def, restored["model"]), model_like)
         opt_state = eqx.combine(
             jax.tree_util.tree_unflatten(opt_def, restored["opt_state"]), opt_state_like
@@ -216,7 +233,7 @@ class Checkpointer:
             # The whole state is read (orbax restores an item whole), every
             # array shaped as saved.
             target = {
-                name: jax.tree.map(lambda m: jax.ShapeDtypeStruct(tuple(m.shape), m.dtype), item)
+                name: jax.tree.map(lambda m: _target(m.shape, m.dtype), item)
                 for name, item in saved.items()
                 if name != "extra"
             }
@@ -249,18 +266,17 @@ class Checkpointer:
                 f"{shapes[:4]}... which do not match model_like; build it from the run's config."
             )
         target = {
-            "model": [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves],
-            "opt_state": [
-                jax.ShapeDtypeStruct(tuple(m.shape), m.dtype) for m in saved["opt_state"]
-            ],
-            "key": jax.ShapeDtypeStruct(tuple(saved["key"].shape), jnp.uint32),
+            "model": _abstract(leaves),
+            "opt_state": [_target(m.shape, m.dtype) for m in saved["opt_state"]],
+            "key": _target(saved["key"].shape, jnp.uint32),
         }
         if "extra" in saved:
             target["extra"] = _numpy_target(saved["extra"])
         restored = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
         )["state"]
-        return eqx.combine(jax.tree_util.tree_unflatten(treedef, restored["model"]), static)
+        model = _to_device(restored["model"])
+        return eqx.combine(jax.tree_util.tree_unflatten(treedef, model), static)
 
     def close(self) -> None:
         self._manager.close()
@@ -269,7 +285,7 @@ class Checkpointer:
 def _numpy_target(metadata: dict) -> dict[str, np.ndarray]:
     """Restore targets for saved extra arrays: numpy, shaped and typed as saved
     (a JAX target would turn int64 into int32 when 64-bit types are off)."""
-    return {name: np.zeros(tuple(m.shape), m.dtype) for name, m in metadata.items()}
+    return {name: _target(m.shape, m.dtype) for name, m in metadata.items()}
 
 
 def read_run_config(path: str | Path, step: int | None = None) -> dict | None:
