@@ -11,7 +11,8 @@ Nodes `x_{ij} = (ih, jh)`, `h = 2π/n`, `i, j = 0..n−1` on the periodic box
    - `order=3`: cubic Lagrange on the 4 × 4 stencil (error `O(h⁴)`);
 2. **Diffusion** (when `ν > 0`, implicit Euler, spectral):
    `û ← û/(1 + νΔt|k|²)`;
-3. **Projection** (exact, spectral): `û ← û − k(k·û)/|k|²`, i.e.
+3. **Projection** (exact, spectral): `û ← û − k(k·û)/|k|²` (Nyquist modes
+   zeroed), i.e.
    `u ← u − ∇p` with `Δp = ∇·u*` (`ρ`, `Δt` absorbed); divergence-free to
    rounding in the spectral sense.
 
@@ -91,10 +92,17 @@ def interpolate_periodic(
 
 
 def project(u_hat: Array, k: Array) -> Array:
-    """The divergence-free part `û − k(k·û)/|k|²` of `û` `(2, n, n)` (mean kept)."""
+    """The divergence-free part `û − k(k·û)/|k|²` of `û` `(2, n, n)` (mean
+    kept; for even `n` the Nyquist modes, which have no Hermitian partner and
+    so no real divergence-free part, are set to zero)."""
+    n = u_hat.shape[-1]
     k2 = jnp.sum(k**2, axis=0)
     k_dot_u = jnp.sum(k * u_hat, axis=0)
-    return u_hat - k * jnp.where(k2 > 0, k_dot_u / jnp.where(k2 > 0, k2, 1), 0)
+    out = u_hat - k * jnp.where(k2 > 0, k_dot_u / jnp.where(k2 > 0, k2, 1), 0)
+    if n % 2 == 0:
+        nyquist = jnp.any(jnp.abs(k) == n // 2, axis=0)
+        out = jnp.where(nyquist, 0, out)
+    return out
 
 
 class SemiLagrangian(AbstractStepper):
