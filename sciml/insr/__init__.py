@@ -42,4 +42,21 @@ from ._objective import (
 )
 from ._problem import AbstractProblem as AbstractProblem
 from ._siren import SIREN as SIREN, siren_weight_bound as siren_weight_bound
+from ._splitting import (
+    AdvectionObjective as AdvectionObjective,
+    DiffusionObjective as DiffusionObjective,
+    PressureObjective as PressureObjective,
+    ProjectionObjective as ProjectionObjective,
+    Splitting as Splitting,
+    backtrack as backtrack,
+)
 from ._step_solver import AbstractStepSolver as AbstractStepSolver
+from ._taylor_green import (
+    TaylorGreen2D as TaylorGreen2D,
+    divergence as divergence,
+    gradient as gradient,
+    laplacian as laplacian,
+    taylor_green_pressure as taylor_green_pressure,
+    taylor_green_velocity as taylor_green_velocity,
+    wall_normal as wall_normal,
+)

@@ -6,7 +6,8 @@ linear Fourier basis.
 - [`PeriodicEmbedding`][sciml.insr.PeriodicEmbedding]: wraps any field so that
   it is exactly periodic on a box: `x ↦ f([cos 2π(x−lo)/L, sin 2π(x−lo)/L])`.
 - [`FourierBasis`][sciml.insr.FourierBasis]: `u(x) = c₀ + Σₘ aₘ cos kₘ(x−lo) +
-  bₘ sin kₘ(x−lo)`, `kₘ = 2πm/L`, linear in its coefficients. With it a
+  bₘ sin kₘ(x−lo)`, `kₘ = 2πm/L`, linear in its coefficients (in `d`
+  dimensions: the tensor product of the 1-D features). With it a
   per-step least-squares problem of a linear PDE is linear and exact, so the
   integrators can be tested against closed-form amplification factors.
 """
@@ -41,16 +42,20 @@ def _check_box(lower: float, upper: float) -> None:
 
 
 class FourierBasis(eqx.Module):
-    """A 1-D field linear in its weights: `(1,) -> (out_size,)`,
-    `u(x) = coefficients @ fourier_features(x)`.
+    """A field linear in its weights: `(in_size,) -> (out_size,)`,
+    `u(x) = coefficients @ φ(x)`, with `φ = fourier_features(x₀)` in 1-D and the
+    flattened (row-major) outer product `φ(x₀) ⊗ φ(x₁) ⊗ …` of the 1-D
+    features in `d` dimensions (period `upper − lower` in every direction).
 
     **Arguments:**
 
-    - `n_modes`: the number `M` of cosine / sine pairs (`2M + 1` coefficients per output).
+    - `n_modes`: the number `M` of cosine / sine pairs per direction
+      (`(2M + 1)^d` coefficients per output).
     - `lower`, `upper`: the period is `upper − lower`.
     - `out_size`: field dimension.
-    - `coefficients`: `(out_size, 2M+1)` initial coefficients, ordered as in
-      `fourier_features` (default zeros).
+    - `in_size`: point dimension `d` (default 1).
+    - `coefficients`: `(out_size, (2M+1)^d)` initial coefficients, ordered as
+      above (default zeros).
     - `dtype`: dtype of default coefficients.
     """
 
@@ -58,6 +63,7 @@ class FourierBasis(eqx.Module):
     n_modes: int = eqx.field(static=True)
     lower: float = eqx.field(static=True)
     upper: float = eqx.field(static=True)
+    in_size: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -66,14 +72,16 @@ class FourierBasis(eqx.Module):
         upper: float,
         *,
         out_size: int = 1,
+        in_size: int = 1,
         coefficients: Any = None,
         dtype=None,
     ):
         self.n_modes = check_positive_int("n_modes", n_modes)
         out_size = check_positive_int("out_size", out_size)
+        self.in_size = check_positive_int("in_size", in_size)
         _check_box(lower, upper)
         self.lower, self.upper = float(lower), float(upper)
-        shape = (out_size, 2 * self.n_modes + 1)
+        shape = (out_size, (2 * self.n_modes + 1) ** self.in_size)
         if coefficients is None:
             coefficients = jnp.zeros(shape, default_float_dtype(dtype))
         coefficients = jnp.asarray(coefficients)
@@ -81,9 +89,12 @@ class FourierBasis(eqx.Module):
             raise ValueError(f"`coefficients` must have shape {shape}, got {coefficients.shape}.")
         self.coefficients = coefficients
 
-    def __call__(self, x: Float[Array, " 1"]) -> Float[Array, " out_size"]:
-        """The field at one point `x` `(1,)`; returns `(out_size,)`."""
+    def __call__(self, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
+        """The field at one point `x` `(in_size,)`; returns `(out_size,)`."""
         features = fourier_features(x[0], self.n_modes, self.lower, self.upper)
+        for i in range(1, self.in_size):
+            other = fourier_features(x[i], self.n_modes, self.lower, self.upper)
+            features = jnp.outer(features, other).reshape(-1)
         return self.coefficients @ features.astype(self.coefficients.dtype)
 
 

@@ -104,3 +104,36 @@ def test_step_cap_is_reported():
     )
     assert sol.result == RESULTS.nonlinear_max_steps_reached
     assert int(sol.stats["iterations"][0]) == 3
+
+
+def test_taylor_green_and_splitting_options():
+    pressure = insr.FourierBasis(2, -1.0, 1.0, in_size=2, out_size=1)
+    with pytest.raises(ValueError, match="`projection` must be one of 'strong', 'variational'"):
+        insr.Splitting(pressure, projection="weak")
+    with pytest.raises(ValueError, match="`viscosity` must be a finite number >= 0"):
+        insr.TaylorGreen2D(-0.1)
+    with pytest.raises(ValueError, match=r"`pressure` must map a point \(2,\) to \(1,\)"):
+        insr.Splitting(insr.FourierBasis(2, -1.0, 1.0, in_size=2, out_size=2))
+    with pytest.raises(ValueError, match="`solver` must be"):
+        insr.Splitting(pressure, "lm")
+    velocity = insr.FourierBasis(2, -1.0, 1.0, in_size=2, out_size=1)
+    with pytest.raises(ValueError, match=r"`field0` must map a point \(2,\) to \(2,\)"):
+        insr.integrate(
+            velocity,
+            insr.Splitting(pressure),
+            insr.TaylorGreen2D(),
+            0.0,
+            0.1,
+            0.05,
+            key=jax.random.key(0),
+        )
+    with pytest.raises(ValueError, match="`problem` must be TaylorGreen2D"):
+        insr.integrate(
+            fourier_field(),
+            insr.Splitting(pressure),
+            PROBLEM,
+            0.0,
+            0.1,
+            0.05,
+            key=jax.random.key(0),
+        )
