@@ -14,6 +14,13 @@ from ._advection import (
     advection_exact as advection_exact,
     gaussian as gaussian,
 )
+from ._constraints import (
+    AbstractConstraint as AbstractConstraint,
+    Clamp as Clamp,
+    Pin as Pin,
+    Roller as Roller,
+)
+from ._elasticity import SCENES as SCENES, Elasticity2D as Elasticity2D
 from ._fourier import (
     FourierBasis as FourierBasis,
     FourierFeatureMLP as FourierFeatureMLP,
@@ -21,6 +28,15 @@ from ._fourier import (
     PeriodicEmbedding as PeriodicEmbedding,
     fourier_features as fourier_features,
 )
+from ._hyperelastic import (
+    arap_residual as arap_residual,
+    contact_residual as contact_residual,
+    elastic_residual as elastic_residual,
+    energy_density as energy_density,
+    inertia_residual as inertia_residual,
+    polar_rotation as polar_rotation,
+)
+from ._incremental_potential import IncrementalPotential as IncrementalPotential
 from ._integrate import (
     SaveAt as SaveAt,
     field_at as field_at,

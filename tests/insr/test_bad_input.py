@@ -137,3 +137,63 @@ def test_taylor_green_and_splitting_options():
             0.05,
             key=jax.random.key(0),
         )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"mass": 0.0}, "`mass`"),
+        ({"mass": -1.0}, "`mass`"),
+        ({"a": 0.0}, "`a`"),
+        ({"b": -1.0}, "`b`"),
+        ({"force": (1.0,)}, "`force`"),
+        ({"contact_stiffness": 0.0}, "`contact_stiffness`"),
+        ({"n_force_steps": 0}, "`n_force_steps`"),
+        ({"lower": (1.0, 1.0), "upper": (-1.0, 2.0)}, "`lower`"),
+        ({"constraints": ("left",)}, "`constraints`"),
+    ],
+)
+def test_elasticity_bad_parameters(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        insr.Elasticity2D(**kwargs)
+
+
+def test_elasticity_bad_scene_face_and_field():
+    with pytest.raises(ValueError, match="`name` must be one of"):
+        insr.Elasticity2D.scene("bounce")
+    with pytest.raises(ValueError, match="`face` must be one of"):
+        insr.Roller("front")
+    problem = insr.Elasticity2D.scene("free_fall")
+    step = insr.IncrementalPotential()
+    with pytest.raises(ValueError, match=r"`field0` must map a point \(2,\) to \(2,\)"):
+        insr.integrate(
+            insr.SIREN(2, 3, key=jax.random.key(0)),
+            step,
+            problem,
+            0.0,
+            0.1,
+            0.1,
+            key=jax.random.key(0),
+        )
+    with pytest.raises(ValueError, match="`dt`"):
+        insr.integrate(
+            insr.SIREN(2, 2, key=jax.random.key(0)),
+            step,
+            problem,
+            0.0,
+            0.1,
+            0.0,
+            key=jax.random.key(0),
+        )
+    with pytest.raises(ValueError, match="`problem` must be an Elasticity2D"):
+        insr.integrate(fourier_field(), step, PROBLEM, 0.0, 0.1, 0.1, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="quasi-static"):
+        insr.integrate(
+            insr.SIREN(2, 2, key=jax.random.key(0)),
+            insr.IncrementalPotential(quasi_static=True),
+            problem,
+            0.0,
+            0.1,
+            0.1,
+            key=jax.random.key(0),
+        )

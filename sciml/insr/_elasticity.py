@@ -1,0 +1,260 @@
+r"""2-D hyperelastic elastodynamics, the INSR paper's elasticity examples.
+
+The field is the displacement `u = f_θ: (2,) -> (2,)` of a reference
+rectangle, the deformation `q(X) = X + u(X)`, `F = ∂q/∂X`. Each sample of
+the body carries mass `2k` (kinetic energy `k‖q̇‖²`), elastic energy
+`ψ(F) = a Σⱼ(σⱼ − 1)² + b (det F − 1)²` and external force `f`, so that
+
+$$2k\,\ddot q = \nabla_X\!\cdot\frac{\partial\psi}{\partial F} + f,$$
+
+stepped by the paper's implicit-Euler incremental potential
+([`IncrementalPotential`][sciml.insr.IncrementalPotential]). Boundary
+conditions ([`Clamp`][sciml.insr.Clamp], [`Roller`][sciml.insr.Roller],
+[`Pin`][sciml.insr.Pin]) are soft penalties of weight `boundary_weight`; an
+optional floor `y = floor` pushes back with the penalty `k_c d²/2` of a
+sample `d` below it. Uniform interior points are drawn fresh by the step
+solvers, boundary points on the constrained faces.
+
+Scenes ([`Elasticity2D.scene`][sciml.insr.Elasticity2D.scene]):
+
+| name | set-up | analytic answer |
+| --- | --- | --- |
+| `"free_fall"` | no constraints, force `f` every step | translation `dₙ = (f/2k)Δt² n(n+1)/2` |
+| `"stretch"` | rollers on `x = ±1`, right face moved `+2`, pin at `(−1, 0)`; quasi-static | `λ₂ = (a + bλ₁)/(a + bλ₁²)` |
+| `"column"` | rollers left / top / bottom (uniaxial strain), released from its first fixed–free mode | `ω₁ = πc/(2L)`, `c = √((a+b)/k)`; energy × `1/(1 + ω₁²Δt²)` per step |
+| `"floor"` | a square falling under gravity onto the floor | comes to rest above `y = floor − O(√(weight/k_c))` |
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .._checks import check_positive_int
+from ._constraints import AbstractConstraint, Pin, Roller
+from ._hyperelastic import energy_density
+from ._problem import AbstractProblem, Field
+
+
+SCENES = ("free_fall", "stretch", "column", "floor")
+
+
+def _finite(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"`{name}` must be a finite number, got {value!r}.")
+    return float(value)
+
+
+def _positive(name: str, value: Any) -> float:
+    value = _finite(name, value)
+    if not value > 0:
+        raise ValueError(f"`{name}` must be > 0, got {value!r}.")
+    return value
+
+
+def _pair(name: str, value: Any) -> tuple[float, float]:
+    try:
+        pair = tuple(value)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2:
+        raise ValueError(f"`{name}` must be two numbers, got {value!r}.")
+    return tuple(_finite(name, v) for v in pair)
+
+
+class Elasticity2D(AbstractProblem):
+    """A hyperelastic rectangle `[lower, upper]` whose displacement field `(2,) -> (2,)`
+    is stepped by [`IncrementalPotential`][sciml.insr.IncrementalPotential].
+
+    **Arguments:**
+
+    - `lower`, `upper`: corners of the reference rectangle (default `(−1, −1)`, `(1, 1)`).
+    - `a`, `b`: ARAP and volume moduli of `ψ` (`a > 0`, `b ≥ 0`).
+    - `mass`: `k > 0`, half the mass per sample (kinetic energy `k‖q̇‖²`).
+    - `force`: external force per sample `f` (two numbers, default `(0, 0)`).
+    - `n_force_steps`: apply `f` in the first this many steps only (`None`: always).
+    - `constraints`: a tuple of [`Clamp`][sciml.insr.Clamp] /
+      [`Roller`][sciml.insr.Roller] / [`Pin`][sciml.insr.Pin].
+    - `boundary_weight`: `λ` of the constraint penalty (default 1e3).
+    - `floor`: `y` of a floor plane (`None`: none); `contact_stiffness`: `k_c > 0`.
+    - `ramp_time`: prescribed displacements grow linearly to their value at
+      this time (`0`, the default: applied in full from the first step).
+    - `initial_amplitude`: initial displacement `A sin(π(X₀ − lower₀)/(2L₀)) e_x`,
+      the first fixed–free mode along `x` (`L₀ = upper₀ − lower₀`; default 0,
+      the body at rest in its reference shape). Initial velocity is zero.
+    """
+
+    lower: tuple[float, float] = eqx.field(static=True)
+    upper: tuple[float, float] = eqx.field(static=True)
+    a: float = eqx.field(static=True)
+    b: float = eqx.field(static=True)
+    mass: float = eqx.field(static=True)
+    force: tuple[float, float] = eqx.field(static=True)
+    n_force_steps: int | None = eqx.field(static=True)
+    constraints: tuple[AbstractConstraint, ...] = eqx.field(static=True)
+    boundary_weight: float = eqx.field(static=True)
+    floor: float | None = eqx.field(static=True)
+    contact_stiffness: float = eqx.field(static=True)
+    ramp_time: float = eqx.field(static=True)
+    initial_amplitude: float = eqx.field(static=True)
+    in_size: int = eqx.field(static=True)
+    out_size: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        lower: Any = (-1.0, -1.0),
+        upper: Any = (1.0, 1.0),
+        *,
+        a: float = 1.0,
+        b: float = 10.0,
+        mass: float = 1.0,
+        force: Any = (0.0, 0.0),
+        n_force_steps: int | None = None,
+        constraints: Any = (),
+        boundary_weight: float = 1e3,
+        floor: float | None = None,
+        contact_stiffness: float = 1e4,
+        ramp_time: float = 0.0,
+        initial_amplitude: float = 0.0,
+    ):
+        self.lower, self.upper = _pair("lower", lower), _pair("upper", upper)
+        if not all(u > lo for lo, u in zip(self.lower, self.upper)):
+            raise ValueError(f"need `lower` < `upper` per axis, got {lower!r} and {upper!r}.")
+        self.a = _positive("a", a)
+        self.b = _finite("b", b)
+        if self.b < 0:
+            raise ValueError(f"`b` must be >= 0, got {b!r}.")
+        self.mass = _positive("mass", mass)
+        self.force = _pair("force", force)
+        self.n_force_steps = check_positive_int("n_force_steps", n_force_steps, allow_none=True)
+        constraints = tuple(constraints)
+        for c in constraints:
+            if not isinstance(c, AbstractConstraint):
+                raise ValueError(
+                    "`constraints` must be Clamp / Roller / Pin constraints, got "
+                    f"{type(c).__name__}."
+                )
+        self.constraints = constraints
+        self.boundary_weight = _finite("boundary_weight", boundary_weight)
+        if self.boundary_weight < 0:
+            raise ValueError(f"`boundary_weight` must be >= 0, got {boundary_weight!r}.")
+        self.floor = None if floor is None else _finite("floor", floor)
+        self.contact_stiffness = _positive("contact_stiffness", contact_stiffness)
+        self.ramp_time = _finite("ramp_time", ramp_time)
+        if self.ramp_time < 0:
+            raise ValueError(f"`ramp_time` must be >= 0, got {ramp_time!r}.")
+        self.initial_amplitude = _finite("initial_amplitude", initial_amplitude)
+        self.in_size, self.out_size = 2, 2
+
+    @classmethod
+    def scene(cls, name: str, **overrides: Any) -> Elasticity2D:
+        """One of the paper's / verification scenes (table in the module
+        docstring) by `name` in `SCENES`; `overrides` replace any constructor
+        argument. `"stretch"` is meant for `IncrementalPotential(quasi_static=True)`."""
+        if name not in SCENES:
+            raise ValueError(f"`name` must be one of {SCENES}, got {name!r}.")
+        settings: dict[str, Any] = {
+            "free_fall": dict(lower=(-1.0, -0.5), upper=(1.0, 0.5), force=(0.0, -1.0)),
+            "stretch": dict(
+                lower=(-1.0, -0.5),
+                upper=(1.0, 0.5),
+                a=1.0,
+                b=1e3,
+                constraints=(Roller("left"), Roller("right", 2.0), Pin((-1.0, 0.0))),
+                boundary_weight=1e4,
+            ),
+            "column": dict(
+                lower=(-1.0, -0.25),
+                upper=(1.0, 0.25),
+                a=1.0,
+                b=9.0,
+                constraints=(Roller("left"), Roller("bottom"), Roller("top")),
+                initial_amplitude=0.1,
+            ),
+            "floor": dict(
+                lower=(-0.5, -0.5),
+                upper=(0.5, 0.5),
+                a=10.0,
+                b=100.0,
+                force=(0.0, -2.0),
+                floor=-0.8,
+                contact_stiffness=1e4,
+            ),
+        }[name]
+        settings.update(overrides)
+        return cls(**settings)
+
+    # --- physics -----------------------------------------------------------------
+
+    def force_scale(self, steps_taken: Any) -> Array:
+        """`1` while the external force acts (step index `< n_force_steps`), else `0`."""
+        if self.n_force_steps is None:
+            return jnp.ones_like(steps_taken)
+        return jnp.where(steps_taken < self.n_force_steps, 1.0, 0.0).astype(steps_taken.dtype)
+
+    def load_scale(self, t: Any) -> Any:
+        """The ramp `s(t)` of prescribed displacements: `min(1, t/ramp_time)` (1 if no ramp)."""
+        if self.ramp_time == 0:
+            return 1.0
+        return jnp.minimum(1.0, t / self.ramp_time)
+
+    def deformation_gradient(self, field: Field, x: Float[Array, " 2"]) -> Float[Array, "2 2"]:
+        """`F = I + ∂u/∂X` at `x` (forward-mode Jacobian of the displacement)."""
+        return jnp.eye(2, dtype=x.dtype) + jax.jacfwd(field)(x)
+
+    def energy_density(self, field: Field, x: Float[Array, " 2"]) -> Float[Array, ""]:
+        """`ψ(F(x))` per sample."""
+        return energy_density(self.deformation_gradient(field, x), self.a, self.b)
+
+    def rhs(self, field: Field, t: Any, x: Float[Array, " 2"]) -> Float[Array, " 2"]:
+        """The acceleration `(∇·∂ψ/∂F + f)/(2k)` of the field (full force; no
+        contact). Not used by the incremental potential, which minimises the
+        energy instead; for explicit checks."""
+
+        def stress(y):
+            return jax.grad(energy_density)(self.deformation_gradient(field, y), self.a, self.b)
+
+        divergence = jnp.trace(jax.jacfwd(stress)(x), axis1=1, axis2=2)
+        return (divergence + jnp.asarray(self.force, x.dtype)) / (2 * self.mass)
+
+    def initial_condition(self, x: Float[Array, " 2"]) -> Float[Array, " 2"]:
+        """`A sin(π(X₀ − lower₀)/(2L₀)) e_x` (zero unless `initial_amplitude` is set)."""
+        length = self.upper[0] - self.lower[0]
+        ux = self.initial_amplitude * jnp.sin(jnp.pi * (x[0] - self.lower[0]) / (2 * length))
+        return jnp.stack([ux, jnp.zeros_like(ux)])
+
+    # --- sampling and constraints ------------------------------------------------
+
+    def sample_interior(self, key: PRNGKeyArray, n: int, dtype: Any) -> Float[Array, "n 2"]:
+        """`n` points uniform on the reference rectangle."""
+        lo, hi = jnp.asarray(self.lower, dtype), jnp.asarray(self.upper, dtype)
+        return jax.random.uniform(key, (n, 2), dtype, minval=lo, maxval=hi)
+
+    def sample_boundary(self, key: PRNGKeyArray, n: int, dtype: Any) -> Float[Array, "m 2"]:
+        """`⌈n/c⌉` points for each of the `c` constraints (on its face or at its
+        pin); none without constraints."""
+        if not self.constraints:
+            return jnp.zeros((0, 2), dtype)
+        per = -(-n // len(self.constraints))
+        keys = jax.random.split(key, len(self.constraints))
+        return jnp.concatenate(
+            [
+                c.sample(k, per, self.lower, self.upper, dtype)
+                for c, k in zip(self.constraints, keys)
+            ]
+        )
+
+    def boundary_residual(self, field: Field, t: Any, x: Float[Array, " 2"]) -> Float[Array, " b"]:
+        """Every constraint's residual at `x`, zero for those `x` is not on."""
+        u = field(x)
+        scale = self.load_scale(t)
+        parts = [
+            jnp.where(c.applies(x, self.lower, self.upper), c.residual(u, scale), 0.0)
+            for c in self.constraints
+        ]
+        return jnp.concatenate(parts) if parts else jnp.zeros((0,), x.dtype)
