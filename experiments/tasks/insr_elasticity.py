@@ -305,10 +305,13 @@ def train_and_evaluate(config, workdir) -> dict:
 
     n = int(config.eval.n_grid)
     picks = np.unique(np.linspace(0, n_steps, int(config.eval.snapshots)).round().astype(int))
-    fig, axes = plt.subplots(
-        1, len(picks), figsize=(3.2 * len(picks), 3.2), squeeze=False, layout="constrained"
-    )
     ref_x = np.asarray(x).reshape(n, n, 2)
+    deformed = np.asarray(x)[None] + u_plot[picks]
+    extent = deformed.max(axis=(0, 1)) - deformed.min(axis=(0, 1))
+    height = 3.2 * float(np.clip(extent[1] / extent[0], 0.25, 2.0))  # panels as tall as the body
+    fig, axes = plt.subplots(
+        1, len(picks), figsize=(3.2 * len(picks), height + 0.9), squeeze=False, layout="constrained"
+    )
     for ax, idx in zip(axes[0], picks):
         q = (np.asarray(x) + u_plot[idx]).reshape(n, n, 2)
         step = max(1, n // 16)
