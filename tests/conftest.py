@@ -5,6 +5,7 @@ four virtual CPU devices. float64 is on by default (tests that check float32
 behaviour ask for it explicitly with the `float32` fixture or by casting).
 """
 
+import gc
 import os
 
 
@@ -40,3 +41,19 @@ def float32():
     """Runs the test with 64-bit types off, as users run by default."""
     with jax.enable_x64(False):
         yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_programs():
+    """Drops jax's compiled programs after each test module.
+
+    Every XLA CPU executable holds about 19 memory mappings, and jax keeps the
+    executables of every jitted function alive. The whole suite compiles
+    thousands of programs; in one process they passed Linux's default limit of
+    65,530 mappings per process, and the next compilation crashed the
+    interpreter (a segmentation fault inside XLA's compiler). Clearing between
+    modules keeps the count at what one module compiles.
+    """
+    yield
+    jax.clear_caches()
+    gc.collect()
