@@ -22,6 +22,7 @@ import numpy as np
 from sciml.ssm import (
     S4D,
     S5,
+    convergence_table,
     diagonal_system,
     diagonal_transfer,
     hippo_legs,
@@ -44,7 +45,13 @@ for N in (8, 16, 32):
 # **PTD** keeps $A$ but adds a small perturbation $E$, chosen by minimising the
 # condition number $\kappa(\tilde V)$ of $A + E = \tilde V \tilde\Lambda \tilde V^{-1}$ plus
 # $\gamma\|E\|$, with penalties that keep the spectrum stable and in conjugate
-# pairs. Perturbations for $N = 2, 4, \dots, 128$ ship with the package:
+# pairs. We add one term to the paper's objective: the distance between the
+# transfer functions of $A + E$ and $A$ on a grid of frequencies (see the API
+# page). Without it the optimiser reaches the same $\kappa \approx 6$ and
+# $\|E\|/\|A\| \approx 0.046$ at every size, but since $\|A\|$ grows like $N^2$
+# the worst-case distance grows with $N$ (0.32 at $N = 16$, 1.09 at $N = 128$);
+# with it, it is 4–5 times smaller up to $N = 32$ (the table below).
+# Perturbations for $N = 2, 4, \dots, 128$ ship with the package:
 
 # %%
 print("shipped sizes:", shipped_ptd_sizes())
@@ -115,13 +122,25 @@ plt.show()
 
 # %% [markdown]
 # Against the state size: the worst case over frequency grows like $N$ for
-# S4D-LegS without the clip (the clip caps it near 4) and stays small for PTD
-# (uniform convergence), while for a smooth input, S4D-LegS with the halved
-# $B$ converges quickly (weak convergence). PTD's smooth-input error is set by
-# the size of $E$, a few percent of $\|A\|$.
+# S4D-LegS without the clip (the clip caps it near 4) and stays below 1 for
+# PTD, while for a smooth input, S4D-LegS with the halved $B$ converges
+# quickly (weak convergence). PTD's smooth-input error is set by the size of
+# $E$, a few percent of $\|A\|$. At $N = 128$ PTD's worst case (0.81, near
+# $\omega \approx 1.5$) is well above the smaller sizes': the optimiser does not
+# yet reach their quality there (the paper's own $N = 128$ perturbation is
+# reported at 0.41).
 
 # %%
-fig = plot_convergence((8, 16, 32, 64, 128))
+sizes = (8, 16, 32, 64, 128)
+table = convergence_table(sizes)
+print("   N  cond(V~)  |E|/|A|  worst case  smooth input   (PTD)")
+for i, N in enumerate(sizes):
+    A, _ = hippo_legs(N)
+    _, V, _ = ptd_eig(N)
+    size = np.linalg.norm(ptd_perturbation(N), 2) / np.linalg.norm(A, 2)
+    worst, smooth = table["PTD"]["worst_case"][i], table["PTD"]["smooth_input"][i]
+    print(f"{N:4d} {np.linalg.cond(V):9.2f} {size:8.3f} {worst:11.3f} {smooth:13.2e}")
+fig = plot_convergence(sizes, table)
 plt.show()
 
 # %% [markdown]

@@ -48,11 +48,15 @@ from ._plot import (
     plot_convergence as plot_convergence,
 )
 from ._ptd import (
+    TransferTarget as TransferTarget,
+    legs_transfer_target as legs_transfer_target,
     optimize_perturbation as optimize_perturbation,
     ptd_eig as ptd_eig,
+    ptd_frequencies as ptd_frequencies,
     ptd_objective as ptd_objective,
     ptd_perturbation as ptd_perturbation,
     shipped_ptd_sizes as shipped_ptd_sizes,
+    transfer_errors as transfer_errors,
 )
 from ._scan import (
     linear_recurrence as linear_recurrence,

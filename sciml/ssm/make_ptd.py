@@ -6,10 +6,13 @@ python -m sciml.ssm.make_ptd [--sizes 2 4 8 16 32 64 128] [--out FILE]
 
 Optimises `E` for each state size with `optimize_perturbation`'s defaults
 (deterministic: fixed seed, CPU, float64), writes them to `FILE` (default: the
-package's `ptd_perturbations.npz`, keys `N2`, `N4`, …) and prints one line per
-size: condition number of `Ṽ`, `‖E‖₂/‖A‖₂`, the largest real part of the
-spectrum, the worst-case transfer-function distance to HiPPO-LegS and the time
-taken. N = 128 takes several minutes on a laptop CPU.
+package's `ptd_perturbations.npz`, keys `N2`, `N4`, …; sizes already in the
+file and not asked for are kept, and `settings` records the settings of each
+size) and prints one line per size: condition number of `Ṽ`, `‖E‖₂/‖A‖₂`, the
+largest real part of the spectrum, the worst-case transfer-function distance to
+HiPPO-LegS and the time taken. N = 64 takes about 2.5 minutes and N = 128
+half an hour on a shared 2-core CPU; each doubling of N costs about 8 times
+more (the eigendecomposition and its derivative).
 """
 
 from __future__ import annotations
@@ -27,6 +30,18 @@ from ._transfer import transfer_distance
 
 
 DEFAULT_SIZES = (2, 4, 8, 16, 32, 64, 128)
+
+
+def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
+    """The arrays and per-size settings already in `path` (none if it does not exist)."""
+    if not path.is_file():
+        return {}, {}
+    with np.load(path) as data:
+        arrays = {k: np.array(data[k]) for k in data.files if k.startswith("N")}
+        settings = json.loads(str(data["settings"])) if "settings" in data.files else {}
+    if settings and not all(k in arrays for k in settings):  # one set for every size
+        settings = {k: settings for k in arrays}
+    return arrays, settings
 
 
 def summarize(N: int, E: np.ndarray) -> dict[str, float]:
@@ -49,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
     parser.add_argument("--out", type=Path, default=DATA_FILE)
     args = parser.parse_args(argv)
-    arrays = {}
+    arrays, settings = _read(args.out)
     for N in args.sizes:
         start = time.perf_counter()
         E = optimize_perturbation(N)
@@ -57,8 +72,8 @@ def main(argv: list[str] | None = None) -> None:
         record["seconds"] = round(time.perf_counter() - start, 1)
         print(json.dumps(record), flush=True)
         arrays[f"N{N}"] = E
-    settings = np.array(json.dumps(PTD_DEFAULTS))
-    np.savez_compressed(args.out, settings=settings, **arrays)
+        settings[f"N{N}"] = PTD_DEFAULTS
+    np.savez_compressed(args.out, settings=np.array(json.dumps(settings)), **arrays)
     print(f"wrote {args.out}")
 
 

@@ -91,6 +91,12 @@ def test_ptd_needs_an_even_size(N):
         S5(4, N, init="ptd", conj_sym=False, key=jax.random.key(0))
 
 
+@pytest.mark.parametrize("weight", [-1.0, float("nan"), float("inf")])
+def test_ptd_transfer_weight_must_be_finite_and_non_negative(weight):
+    with pytest.raises(ValueError, match="transfer_weight must be finite and >= 0"):
+        optimize_perturbation(4, steps=1, transfer_weight=weight)
+
+
 @pytest.mark.parametrize("cls", [S4D, S5])
 def test_non_finite_input_eager_is_an_error_naming_u(cls, getkey):
     layer = cls(4, 8, key=getkey())
