@@ -24,11 +24,11 @@ enable_eigvec_derivs=True)`. The start is a small strictly-upper-triangular `E`
 (all eigenvalues already complex) and the best feasible iterate is returned.
 
 The transfer term is ours, not the paper's (which minimises `κ² + λ‖E‖_F`
-alone). Its bound `|Φ_X − Φ_H| ≲ (2 ln N + 4) κ ‖E‖` controls the error only
-relative to `‖A‖₂ ~ N²`: without the term the optimiser settles at the same
-`κ ≈ 6` and `‖E‖₂/‖A‖₂ ≈ 0.046` for every `N`, and the worst-case distance to
-HiPPO-LegS grows from 0.32 (`N = 16`) to 1.09 (`N = 128`), set by the
-low-frequency modes. With it (`β = 10`) the distance is 0.05–0.08 for
+alone). Without it the optimiser settles at the same `κ ≈ 6` and
+`‖E‖₂/‖A‖₂ ≈ 0.046` for every `N`; as `‖A‖₂` grows like `N²`, so does the
+absolute perturbation, and the worst-case distance to HiPPO-LegS grows from
+0.32 (`N = 16`) to 1.09 (`N = 128`), largest at low frequency (0.92 at
+`ω = 0`). With it (`β = 10`) the distance is 0.05–0.08 for
 `N ≤ 32`, 0.21 at `N = 64` and 0.81 at `N = 128`, at condition numbers 5–7
 (`python -m sciml.ssm.make_ptd` prints both). At `N = 128` the error near
 `ω ≈ 1.5` stays: a larger `β` (100) did not lower it (0.89).
