@@ -53,6 +53,12 @@ class LeastSquaresSolver(AbstractStepSolver):
       optimiser's own Cauchy test on the weights rarely triggers for networks
       with many more weights than the residual constrains: it keeps moving
       along flat directions.) `None`: only the optimiser's test.
+    - `loss_rtol`: optional relative tolerance: a solve that hits `max_steps`
+      with `L ≤ loss_rtol · L₀` (`L₀` the objective at the warm start, on the
+      same points) counts as converged. Sub-steps whose objectives differ by
+      orders of magnitude (advection, pressure, projection) can share one
+      `loss_rtol` where no single `loss_tol` fits. With both set, either
+      suffices.
     - `dtype`: solve in this dtype (e.g. `jnp.float64`, needs
       `jax_enable_x64`); the new weights are cast back to the field's dtype.
       `None` keeps the field's dtype.
@@ -63,6 +69,7 @@ class LeastSquaresSolver(AbstractStepSolver):
     n_boundary: int = eqx.field(static=True, default=50)
     max_steps: int = eqx.field(static=True, default=100)
     loss_tol: float | None = eqx.field(static=True, default=None)
+    loss_rtol: float | None = eqx.field(static=True, default=None)
     dtype: Any = eqx.field(static=True, default=None)
 
     def __check_init__(self):
@@ -71,6 +78,8 @@ class LeastSquaresSolver(AbstractStepSolver):
         check_positive_int("max_steps", self.max_steps)
         if self.loss_tol is not None and not self.loss_tol > 0:
             raise ValueError(f"`loss_tol` must be > 0 or None, got {self.loss_tol!r}.")
+        if self.loss_rtol is not None and not 0 < self.loss_rtol < 1:
+            raise ValueError(f"`loss_rtol` must be in (0, 1) or None, got {self.loss_rtol!r}.")
         if not isinstance(self.optimiser, optx.AbstractLeastSquaresSolver):
             raise ValueError(
                 "`optimiser` must be an optimistix least-squares solver, e.g. "
@@ -96,6 +105,9 @@ class LeastSquaresSolver(AbstractStepSolver):
         result = RESULTS.promote(sol.result)
         if self.loss_tol is not None:
             result = RESULTS.where(loss <= self.loss_tol, RESULTS.successful, result)
+        if self.loss_rtol is not None:
+            reached = loss <= self.loss_rtol * loss_initial
+            result = RESULTS.where(reached, RESULTS.successful, result)
         new = cast_floats(eqx.combine(unravel(sol.value), static), field_dtype)
         return finish(new, result, loss_initial, loss, sol.stats["num_steps"])
 

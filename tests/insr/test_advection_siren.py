@@ -14,6 +14,7 @@ import optimistix as optx
 import pytest
 
 from sciml import insr
+from sciml.solution import RESULTS
 
 
 RTOL, ATOL, MAX_STEPS = 1e-4, 1e-8, 20
@@ -56,3 +57,23 @@ def test_siren_gauss_newton_advection_10_steps():
     # every step lowered its objective (the acceptance check) to a small residual
     loss, loss_initial = np.asarray(sol.stats["loss"]), np.asarray(sol.stats["loss_initial"])
     assert np.all(loss < 1e-2 * loss_initial)
+
+
+@pytest.mark.parametrize("power, successful", [(0.5, True), (2.0, False)])
+def test_loss_rtol_accepts_a_capped_solve_by_its_reduction(power, successful):
+    """A solve stopped by `max_steps` counts as converged iff `L ≤ loss_rtol · L₀`."""
+    problem = insr.Advection1D()
+    field = insr.SIREN(1, 1, width=10, hidden_layers=1, key=jax.random.key(0))
+    optimiser = optx.LevenbergMarquardt(rtol=1e-12, atol=1e-14)
+
+    def fit(**tolerance):
+        solver = insr.LeastSquaresSolver(optimiser, n_points=300, max_steps=2, **tolerance)
+        return insr.fit_initial(field, problem, solver, key=jax.random.key(1), throw=False)
+
+    capped = fit()
+    assert capped.result == RESULTS.nonlinear_max_steps_reached
+    reduction = float(capped.stats["loss"] / capped.stats["loss_initial"])
+    assert reduction < 0.9  # two iterations made progress, far from convergence
+    sol = fit(loss_rtol=reduction**power)  # just above / below the reached reduction
+    assert bool(sol.successful) == successful
+    np.testing.assert_array_equal(sol.stats["loss"], capped.stats["loss"])  # same solve

@@ -60,6 +60,8 @@ def test_bad_solver_options():
         insr.LeastSquaresSolver(n_points=0)
     with pytest.raises(ValueError, match="`optimiser`"):
         insr.LeastSquaresSolver(optimiser="lm")
+    with pytest.raises(ValueError, match="`loss_rtol`"):
+        insr.LeastSquaresSolver(loss_rtol=1.0)
     with pytest.raises(ValueError, match="`factor`"):
         insr.AdamSolver(factor=2.0)
     with pytest.raises(ValueError, match="`omega0`"):
