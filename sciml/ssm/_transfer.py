@@ -89,7 +89,7 @@ def transfer_distance(
     where the spikes of a lightly damped diagonal system sit; then the
     `n_refine` largest local maxima of the grid are refined by a bounded scalar
     search between their neighbouring grid points (a peak narrower than the
-    grid spacing reads low on the grid alone: 3% at `N = 128` for PTD).
+    grid spacing reads low on the grid alone: 2.4% at `N = 64` for PTD).
 
     **Arguments:** the full diagonal system (all `N` modes, not a conjugate half):
     `Lambda (N,)`, `V (N, N)`, `B_tilde (N,)`; `n_refine = 0` keeps the grid value.

@@ -10,9 +10,10 @@ package's `ptd_perturbations.npz`, keys `N2`, `N4`, …; sizes already in the
 file and not asked for are kept, and `settings` records the settings of each
 size) and prints one line per size: condition number of `Ṽ`, `‖E‖₂/‖A‖₂`, the
 largest real part of the spectrum, the worst-case transfer-function distance to
-HiPPO-LegS and the time taken. N = 64 takes about 2.5 minutes and N = 128
-half an hour on a shared 2-core CPU; each doubling of N costs about 8 times
-more (the eigendecomposition and its derivative).
+HiPPO-LegS and the time taken. N = 64 takes about 2 minutes and N = 128
+10 minutes to an hour on a shared 2-core CPU (depending on the load); each
+doubling of N costs about 8 times more (the eigendecomposition and its
+derivative).
 """
 
 from __future__ import annotations

@@ -53,8 +53,10 @@ def test_shipped_perturbations_are_small_and_well_conditioned(N):
 
 
 # measured worst-case distances of the shipped perturbations: 0.081, 0.077,
-# 0.214, 0.808 (without the objective's transfer term: 0.32, 0.41, 0.45, 1.09)
-@pytest.mark.parametrize("N, bound", [(16, 0.1), (32, 0.1), (64, 0.25), (128, 0.85)])
+# 0.081, 0.444 (without the objective's transfer term: 0.32, 0.41, 0.45, 1.09;
+# with it but without entry scaling and the lower learning rate, 0.214 and
+# 0.808 at N = 64 and 128)
+@pytest.mark.parametrize("N, bound", [(16, 0.1), (32, 0.1), (64, 0.1), (128, 0.5)])
 def test_ptd_is_uniformly_closer_to_hippo_than_s4d_legs(N, bound):
     _, B = hippo_legs(N)
     Lambda, V, V_inv = ptd_eig(N)
@@ -65,17 +67,18 @@ def test_ptd_is_uniformly_closer_to_hippo_than_s4d_legs(N, bound):
 
 
 def test_transfer_distance_refines_a_peak_narrower_than_the_grid():
-    # On a 101-point grid (spacing 74 at N = 128) the worst frequency (ω ≈ 1.5)
-    # falls between grid points: the grid alone reads 2.5% low.
-    N = 128
+    # The worst frequency falls between the grid points and the pole
+    # frequencies (the grid's size does not matter here: the pole frequencies
+    # are always included): the grid alone reads 2.4% low at N = 64.
+    N = 64
     _, B = hippo_legs(N)
     Lambda, V, V_inv = ptd_eig(N)
     system = (Lambda, V, V_inv @ B)
     refined = transfer_distance(*system, n_grid=101)
     grid_only = transfer_distance(*system, n_grid=101, n_refine=0)
-    brute_force = transfer_distance(*system, n_grid=400_001, n_refine=0)  # spacing 0.018
-    assert grid_only < 0.98 * brute_force
-    # measured: refined exceeds the much finer grid by 2.5e-6 relative (the
+    brute_force = transfer_distance(*system, n_grid=400_001, n_refine=0)  # spacing 0.0043
+    assert grid_only < 0.99 * brute_force
+    # measured: refined exceeds the much finer grid by 3.1e-6 relative (the
     # finer grid still reads a little low), never less
     assert brute_force <= refined <= brute_force * (1 + 1e-5)
 
