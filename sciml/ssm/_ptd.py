@@ -42,9 +42,10 @@ scaling, 0.08 with both; `N = 128`: 0.81, 0.77, 0.44 (the paper reports
 Perturbations for the common sizes are shipped in `ptd_perturbations.npz`
 (regenerate with `python -m sciml.ssm.make_ptd`; the file records the
 settings of each size: `N ≤ 32` were optimised before the two settings
-above, which give them the same distances to within 1%); others are optimised on first
-use (seconds for `N ≤ 32`, minutes for `N = 64`, ten minutes to an hour
-for `N = 128` on a 2-core CPU) and cached for the session.
+above, which give them the same distances to within 1%); others are
+optimised on first use (seconds for `N ≤ 64`, about two minutes for
+`N = 128` on an otherwise idle 2-core CPU, several times longer on a busy
+one) and cached for the session.
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ package's `ptd_perturbations.npz`, keys `N2`, `N4`, …; sizes already in the
 file and not asked for are kept, and `settings` records the settings of each
 size) and prints one line per size: condition number of `Ṽ`, `‖E‖₂/‖A‖₂`, the
 largest real part of the spectrum, the worst-case transfer-function distance to
-HiPPO-LegS and the time taken. N = 64 takes about 2 minutes and N = 128
-10 minutes to an hour on a shared 2-core CPU (depending on the load); each
-doubling of N costs about 8 times more (the eigendecomposition and its
-derivative).
+HiPPO-LegS and the time taken. On an otherwise idle 2-core CPU N = 64 takes
+about 20 seconds, N = 128 about 2 minutes and N = 256 about 8 minutes (not
+shipped: its distance is 0.91); a busy machine takes several times longer.
 """
 
 from __future__ import annotations
