@@ -250,12 +250,11 @@ def optimize_perturbation(
         raise ValueError(f"steps must be >= 1, got {steps}.")
     if not (np.isfinite(transfer_weight) and transfer_weight >= 0):
         raise ValueError(f"transfer_weight must be finite and >= 0, got {transfer_weight}.")
-    A_np, _ = hippo_legs(N)
+    A_np, q = hippo_legs(N)  # B_n = q_n = √(2n+1), also the scale of A's entries
     scale = np.linalg.norm(A_np, 2)
     rng = np.random.default_rng(seed)
     start = np.triu(np.ones((N, N)), 1) + 0.01 * rng.standard_normal((N, N))
     start /= np.linalg.norm(start, 2)
-    q = np.sqrt(2 * np.arange(N) + 1.0)
     weights = np.outer(q, q) / (2 * N - 1) if entry_scaling else np.ones((N, N))
     pairs = N % 2 == 0
     target = legs_transfer_target(N) if transfer_weight > 0 else None
