@@ -36,12 +36,17 @@ def data_config(**fields) -> ml_collections.ConfigDict:
       a path reads a file written by `python -m solvers.generate` instead
       (`n_train` samples of index `< n_train` for training, the next `n_test`
       for testing; `resolution` and any physical key must match the file).
+    - `test_path`: with `path`, a file of another seed whose first `n_test`
+      samples are the test set (one test set for training sets of several
+      sizes); `""` (default): the test samples follow the training samples in
+      `path`.
     - `path_2x`: with `path`, a file of the same problem at a finer resolution
-      for the zero-shot test (its samples `n_train … n_train + n_test − 1`);
-      `""` for none.
+      for the zero-shot test, holding the test samples' indices (and their
+      seed); `""` for none.
     """
     cfg = ml_collections.ConfigDict()
     cfg.path = ""
+    cfg.test_path = ""
     cfg.path_2x = ""
     cfg.update(fields)
     return cfg

@@ -23,8 +23,9 @@ from sciml.operators import FNO, MGTFNO, h1_loss, relative_lp_loss
 from sciml.training import peak_memory_bytes
 
 
-def build_model(cfg, in_channels: int, out_channels: int, key) -> eqx.Module:
-    """An `FNO` (dense or factorised) or `MGTFNO` from a `model_config`."""
+def build_model(cfg, in_channels: int, out_channels: int, key, tile_sharding=None) -> eqx.Module:
+    """An `FNO` (dense or factorised) or `MGTFNO` from a `model_config`
+    (`tile_sharding`: the MG-TFNO's, see `sciml.operators.MGTFNO`)."""
     kwargs = dict(
         n_layers=int(cfg.n_layers),
         factorization=None if cfg.factorization == "dense" else cfg.factorization,
@@ -47,6 +48,7 @@ def build_model(cfg, in_channels: int, out_channels: int, key) -> eqx.Module:
             levels=int(cfg.levels),
             padding_fraction=float(cfg.padding_fraction),
             stitching=bool(cfg.stitching),
+            tile_sharding=tile_sharding,
             **kwargs,
         )
     raise ValueError(f"config.model.kind must be 'fno' or 'mgtfno', got {cfg.kind!r}.")
@@ -97,52 +99,92 @@ def _last_time(data, key: str) -> np.ndarray:
     return array
 
 
-def arrays_from_files(d, *, problem: str) -> tuple[np.ndarray, ...]:
-    """Train / test (and 2× test) `(inputs, outputs)` arrays, `(n, channel, *grid)`,
-    read with `sciml.data` from the files `d.path` (and `d.path_2x`) of a
-    `data_config` (see `experiments.configs._operators.data_config`).
+def _checked_file(d, key: str, *, problem: str):
+    """The data set in the file `d[key]`, checked against the config: the
+    problem, the resolution and every physical key the config shares with it."""
+    from sciml.data import read_dataset
 
-    Raises `ValueError` naming the config key when a file holds another problem,
-    another resolution, other physical parameters than the config, or too few
-    finished samples.
-    """
-    from sciml.data import read_dataset, read_resolutions, train_test_split
-
-    n_train, n_test = int(d.n_train), int(d.n_test)
-    data = read_dataset(d.path, ["inputs", "outputs"])
+    path = d[key]
+    data = read_dataset(path, ["inputs", "outputs"])
     if data.attrs.get("problem") != problem:
         raise ValueError(
-            f"config.data.path: {d.path} holds problem {data.attrs.get('problem')!r}, "
+            f"config.data.{key}: {path} holds problem {data.attrs.get('problem')!r}, "
             f"this task needs {problem!r}."
         )
     if data.resolution != int(d.resolution):
         raise ValueError(
-            f"config.data.path: {d.path} has resolution {data.resolution}, the config "
+            f"config.data.{key}: {path} has resolution {data.resolution}, the config "
             f"{int(d.resolution)}; set --config.data.resolution={data.resolution}."
         )
     differ = [
-        f"{key} (file {value!r}, config {d[key]!r})"
-        for key, value in data.params.items()
-        if key in d and d[key] != value
+        f"{name} (file {value!r}, config {d[name]!r})"
+        for name, value in data.params.items()
+        if name in d and d[name] != value
     ]
     if differ:
         raise ValueError(
-            f"config.data.path: {d.path} was generated with other parameters: "
+            f"config.data.{key}: {path} was generated with other parameters: "
             + ", ".join(differ)
             + "."
         )
-    train, test = train_test_split(data, n_train, n_test)
-    if len(train) != n_train or len(test) != n_test:
+    return data
+
+
+def _first(data, n: int, key: str, path_key: str):
+    """The samples of index `< n` of `data`; all of them must be finished."""
+    part = data.select([i for i in data.indices if i < n])
+    if len(part) != n:
         raise ValueError(
-            f"config.data.path: {d.path} holds {len(train)} finished samples of index < "
-            f"{n_train} and {len(test)} in [{n_train}, {n_train + n_test}); the config asks "
-            f"for {n_train} and {n_test} (lower config.data.n_train / n_test, or finish the "
-            "file by running its generator command again)."
+            f"config.data.{path_key}: {data.path} holds {len(part)} finished samples of "
+            f"index < {n}; config.data.{key} asks for {n} (lower it, or finish the file "
+            "by running its generator command again)."
         )
+    return part
+
+
+def arrays_from_files(d, *, problem: str) -> tuple[np.ndarray, ...]:
+    """Train / test (and 2× test) `(inputs, outputs)` arrays, `(n, channel, *grid)`,
+    read with `sciml.data` from the files of a `data_config` (see
+    `experiments.configs._operators.data_config`).
+
+    Training samples are those of index `< n_train` in `d.path`; the test
+    samples follow them in the same file, or are the first `n_test` of
+    `d.test_path` when given (a file of another seed, so that one test set
+    serves training sets of several sizes). The 2× test set is the test
+    samples' indices in `d.path_2x`.
+
+    Raises `ValueError` naming the config key when a file holds another problem,
+    another resolution, other physical parameters than the config, too few
+    finished samples, or (for `test_path`) the training file's seed.
+    """
+    from sciml.data import read_resolutions, train_test_split
+
+    n_train, n_test = int(d.n_train), int(d.n_test)
+    data = _checked_file(d, "path", problem=problem)
+    if d.get("test_path"):
+        test_data = _checked_file(d, "test_path", problem=problem)
+        if test_data.attrs.get("seed") == data.attrs.get("seed"):
+            raise ValueError(
+                f"config.data.test_path: {d.test_path} has the seed of config.data.path "
+                f"({data.attrs.get('seed')}), so its samples repeat the training samples; "
+                "generate the test file with another --seed."
+            )
+        train = _first(data, n_train, "n_train", "path")
+        test = _first(test_data, n_test, "n_test", "test_path")
+    else:
+        test_data = data
+        train, test = train_test_split(data, n_train, n_test)
+        if len(train) != n_train or len(test) != n_test:
+            raise ValueError(
+                f"config.data.path: {d.path} holds {len(train)} finished samples of index < "
+                f"{n_train} and {len(test)} in [{n_train}, {n_train + n_test}); the config "
+                f"asks for {n_train} and {n_test} (lower config.data.n_train / n_test, or "
+                "finish the file by running its generator command again)."
+            )
     arrays = [_last_time(part, key) for part in (train, test) for key in ("inputs", "outputs")]
     if d.path_2x:
-        fine = read_resolutions([data, d.path_2x], ["inputs", "outputs"])
-        fine = [v for r, v in fine.items() if r != data.resolution][0]
+        fine = read_resolutions([test_data, d.path_2x], ["inputs", "outputs"])
+        fine = [v for r, v in fine.items() if r != test_data.resolution][0]
         fine_test = fine.select(test.indices)
         arrays += [_last_time(fine_test, "inputs"), _last_time(fine_test, "outputs")]
     return tuple(arrays)

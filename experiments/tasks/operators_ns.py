@@ -1,5 +1,6 @@
 """2-D Navier–Stokes (vorticity form, periodic unit square, FNO forcing): a TFNO or
-MG-TFNO learns the map from the initial vorticity `ω(0)` to `ω(T)`.
+MG-TFNO learns the map from the vorticity `ω(t_start)` (default the initial
+field, `config.data.t_start = 0`) to `ω(T)`.
 
 Data come from `solvers.navier_stokes` (pseudo-spectral, Crank–Nicolson/Heun),
 generated in-process and cached for the run, or read from files of
@@ -29,13 +30,22 @@ def ns_data(
     t_final: float,
     dt: float,
     super_resolution: bool,
+    t_start: float = 0.0,
 ):
-    """Train / test pairs `(ω(0), ω(T))` (and the 2s test set) as `(n, 1, s, s)` arrays."""
+    """Train / test pairs `(ω(t_start), ω(t_final))` (and the 2s test set) as
+    `(n, 1, s, s)` arrays."""
     from solvers import navier_stokes
 
     def make(n, s, seed):
         out = navier_stokes.make_dataset(
-            n, s, seed=seed, viscosity=viscosity, t_final=t_final, record_every=t_final, dt=dt
+            n,
+            s,
+            seed=seed,
+            viscosity=viscosity,
+            t_start=t_start,
+            t_final=t_final,
+            record_every=t_final - t_start,
+            dt=dt,
         )
         return np.asarray(out["inputs"])[:, None], np.asarray(out["outputs"])[:, -1:]
 
@@ -58,6 +68,7 @@ def data_from_config(config) -> OperatorData:
         float(d.t_final),
         float(d.dt),
         bool(d.super_resolution),
+        float(d.get("t_start", 0.0)),
     )
     return OperatorData.from_arrays(*arrays)
 

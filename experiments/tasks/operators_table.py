@@ -11,7 +11,16 @@ training grid and zero-shot at 2×. Models are given as short specs in
   `"tucker:0.1"`: a TFNO, `rank` the fraction of the dense weight's size;
 - `"joint:<rank>"`: one Tucker tensor for all layers' weights;
 - `"mg<L>-<factorization>:<rank>"`, e.g. `"mg1-tucker:0.1"`: MG-TFNO with `L`
-  levels (`config.model.padding_fraction`, `config.model.stitching`).
+  levels (`config.model.padding_fraction`, `config.model.stitching`);
+  `"mg<L>-p<D>-..."` sets the padding fraction to `1/D` (`"mg1-p8-tucker:0.1"`:
+  padding 1/8) and `"mg<L>[-p<D>]-tiles-..."` trains per tile (the loss on each
+  tile, `stitching=False`; evaluation always stitches).
+
+With `config.memory_devices = n > 1` (and at least `n` devices, e.g.
+`XLA_FLAGS=--xla_force_host_platform_device_count=4` on a CPU), the MG-TFNO rows
+also get the peak memory per device of their train step with the tiles sharded
+over `n` devices, the neuraloperator recipe's model parallelism
+(`peak_memory_mb_sharded`); training itself runs on one device.
 
 Each model trains in `workdir/models/<spec>/` (checkpoints, `metrics.jsonl`) and
 leaves a `result.json` there when done, so an interrupted table resumes the
@@ -37,7 +46,8 @@ from sciml.training import make_optimizer
 
 
 SPEC = re.compile(
-    r"^(?:mg(?P<levels>\d+)-)?(?P<kind>dense|cp|tucker|tt|joint)(?::(?P<rank>[\d.e-]+))?$"
+    r"^(?:mg(?P<levels>\d+)-(?:p(?P<padding>\d+)-)?(?P<tiles>tiles-)?)?"
+    r"(?P<kind>dense|cp|tucker|tt|joint)(?::(?P<rank>[\d.e-]+))?$"
 )
 METRICS = ("test_rel_l2", "test_rel_h1", "test_rel_l2_2x", "test_rel_h1_2x")
 
@@ -45,10 +55,15 @@ METRICS = ("test_rel_l2", "test_rel_h1", "test_rel_l2_2x", "test_rel_h1_2x")
 def parse_spec(spec: str, base: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """The model config of one spec: `base` (a `model_config`) with its changes."""
     match = SPEC.match(spec)
-    if match is None or (match["kind"] == "dense") != (match["rank"] is None):
+    if (
+        match is None
+        or (match["kind"] == "dense") != (match["rank"] is None)
+        or match["padding"] == "0"
+    ):
         raise ValueError(
             f"config.models: bad model spec {spec!r}; expected 'dense', "
-            "'<cp|tucker|tt|joint>:<rank>' or 'mg<L>-<cp|tucker|tt>:<rank>'."
+            "'<cp|tucker|tt|joint>:<rank>' or 'mg<L>[-p<D>][-tiles]-<cp|tucker|tt>:<rank>' "
+            "(D > 0: padding fraction 1/D)."
         )
     cfg = copy.deepcopy(base)
     kind = match["kind"]
@@ -61,7 +76,28 @@ def parse_spec(spec: str, base: ml_collections.ConfigDict) -> ml_collections.Con
             raise ValueError(f"config.models: {spec!r}: MG-TFNO takes cp, tucker or tt weights.")
         cfg.kind = "mgtfno"
         cfg.levels = int(match["levels"])
+        if match["padding"] is not None:
+            cfg.padding_fraction = 1 / int(match["padding"])
+        if match["tiles"]:
+            cfg.stitching = False
     return cfg
+
+
+def sharded_step_memory(config, model_cfg, exp, batch, optimizer) -> int | None:
+    """Peak memory per device of an MG-TFNO train step with its tiles sharded
+    over `config.memory_devices` devices (None for other models, for
+    `memory_devices <= 1`, or when fewer devices exist)."""
+    n = int(config.get("memory_devices", 1))
+    if model_cfg.kind != "mgtfno" or n <= 1 or jax.device_count() < n:
+        return None
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()[:n]), ("tiles",))
+    sharding = NamedSharding(mesh, PartitionSpec("tiles"))
+    x = batch[0]
+    model = build_model(model_cfg, x.shape[1], batch[1].shape[1], jax.random.key(0), sharding)
+    return train_step_memory(model, exp.loss_fn, batch, optimizer)
 
 
 def train_model(config, spec: str, data, model_dir: Path) -> dict:
@@ -74,6 +110,7 @@ def train_model(config, spec: str, data, model_dir: Path) -> dict:
     optimizer = make_optimizer(config.optimizer)
     batch = exp.batch_fn(0, jax.random.key(0))
     memory = train_step_memory(exp.model, exp.loss_fn, batch, optimizer)
+    sharded = sharded_step_memory(config, model_cfg, exp, batch, optimizer)
     trained = train_experiment(
         exp, config, model_dir, tag={"model": spec}, description=spec, plots=False
     )
@@ -83,6 +120,7 @@ def train_model(config, spec: str, data, model_dir: Path) -> dict:
         # a resumed model is timed over the steps of its last invocation
         "train_seconds": trained.summary["train_seconds"] * steps / max(steps_run, 1),
         "peak_memory_mb": None if memory is None else memory / 2**20,
+        "peak_memory_mb_sharded": None if sharded is None else sharded / 2**20,
         **{k: trained.summary.get(k) for k in METRICS},
     }
     done.write_text(json.dumps(row, indent=2) + "\n")
@@ -93,19 +131,21 @@ def markdown_table(rows: dict[str, dict], dense_params: int) -> str:
     """The comparison as a Markdown table (errors in percent)."""
     lines = [
         "| model | parameters | compression | rel. L2 | rel. H1 | rel. L2 at 2× "
-        "| train time (s) | peak memory (MB) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| train time (s) | peak memory (MB) | per device, tiles sharded (MB) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for spec, r in rows.items():
 
         def pct(key, r=r):
             return "–" if r[key] is None else f"{100 * r[key]:.2f}%"
 
-        memory = "–" if r["peak_memory_mb"] is None else f"{r['peak_memory_mb']:.0f}"
+        def mb(key, r=r):
+            return "–" if r.get(key) is None else f"{r[key]:.0f}"
+
         lines.append(
             f"| {spec} | {r['n_params']:,} | {dense_params / r['n_params']:.1f}× "
             f"| {pct('test_rel_l2')} | {pct('test_rel_h1')} | {pct('test_rel_l2_2x')} "
-            f"| {r['train_seconds']:.0f} | {memory} |"
+            f"| {r['train_seconds']:.0f} | {mb('peak_memory_mb')} | {mb('peak_memory_mb_sharded')} |"
         )
     return "\n".join(lines) + "\n"
 

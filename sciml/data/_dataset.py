@@ -37,6 +37,9 @@ import numpy as np
 
 
 FORMAT_VERSION = 2
+# Generator keywords that set how a problem is discretised or batched, not which
+# problem it is: `read_resolutions` lets them differ between resolutions.
+NUMERICAL_PARAMS = ("dt", "batch_size")
 
 
 def _plain(value: Any) -> Any:
@@ -236,13 +239,17 @@ def read_resolutions(
     **Returns:** `{resolution: Dataset}`, sorted by resolution.
 
     Raises `ValueError` when the sources differ in anything but the resolution
-    (problem, seed, generator parameters) or repeat a resolution.
+    and the discretisation keywords `NUMERICAL_PARAMS` (problem, seed, the other
+    generator parameters) or repeat a resolution. The time step may differ
+    because an explicit scheme's stable step shrinks with the grid spacing: a
+    2× finer test set often needs half the step.
     """
     out: dict[int, Dataset] = {}
     reference = None
     for source in sources:
         data = source if isinstance(source, Dataset) else read_dataset(source, keys)
-        identity = {k: data.attrs.get(k) for k in ("problem", "seed", "params")}
+        identity = {k: data.attrs.get(k) for k in ("problem", "seed")}
+        identity["params"] = {k: v for k, v in data.params.items() if k not in NUMERICAL_PARAMS}
         if reference is None:
             reference = (identity, data.path)
         elif identity != reference[0]:

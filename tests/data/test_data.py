@@ -17,7 +17,7 @@ from sciml.data import Batches, Normalizer, read_dataset, read_resolutions, trai
 DONE = np.array([True, True, False, True, False, True])
 
 
-def _write(path, *, resolution=4, seed=0, done=DONE, version=2, viscosity=1e-3):
+def _write(path, *, resolution=4, seed=0, done=DONE, version=2, viscosity=1e-3, dt=0.01):
     """A small file in the generator's format 2, written by hand."""
     rng = np.random.default_rng(resolution)
     n = done.size
@@ -25,7 +25,7 @@ def _write(path, *, resolution=4, seed=0, done=DONE, version=2, viscosity=1e-3):
     outputs = rng.normal(size=(n, 3, 1, resolution, resolution)).astype(np.float32)
     inputs[~done] = 0
     outputs[~done] = 0
-    params = {"viscosity": viscosity, "dt": 0.01}
+    params = {"viscosity": viscosity, "dt": dt}
     with h5py.File(path, "w") as f:
         f.attrs.update(
             problem="toy",
@@ -205,6 +205,9 @@ def test_multi_resolution_test_sets(tmp_path):
     _write(tmp_path / "other.h5", resolution=16, viscosity=1e-4)
     with pytest.raises(ValueError, match="params"):
         read_resolutions([tmp_path / "r4.h5", tmp_path / "other.h5"])
+    # a finer grid with a smaller time step is the same problem
+    _write(tmp_path / "r16.h5", resolution=16, dt=0.005)
+    assert list(read_resolutions([tmp_path / "r4.h5", tmp_path / "r16.h5"])) == [4, 16]
     with pytest.raises(ValueError, match="given twice"):
         read_resolutions([tmp_path / "r4.h5", tmp_path / "r4.h5"])
 

@@ -85,7 +85,14 @@ def test_model_specs():
     cfg = parse_spec("mg2-cp:0.1", base)
     assert (cfg.kind, cfg.levels, cfg.factorization) == ("mgtfno", 2, "cp")
     assert base.kind == "fno"  # the base config is not modified
-    for bad in ("tucker", "dense:0.1", "svd:0.1", "mg1-joint:0.1", "mg1-dense"):
+    cfg = parse_spec("mg1-p8-tucker:0.1", base)
+    assert (cfg.levels, cfg.padding_fraction, cfg.stitching) == (1, 1 / 8, True)
+    cfg = parse_spec("mg2-p16-tiles-tucker:0.1", base)
+    assert (cfg.levels, cfg.padding_fraction, cfg.stitching) == (2, 1 / 16, False)
+    cfg = parse_spec("mg1-tiles-cp:0.1", base)
+    assert (cfg.padding_fraction, cfg.stitching) == (base.padding_fraction, False)
+    bad_specs = ("tucker", "dense:0.1", "svd:0.1", "mg1-joint:0.1", "mg1-dense")
+    for bad in (*bad_specs, "mg1-p0-tucker:0.1", "p8-tucker:0.1", "mg1-tiles-p8-cp:0.1"):
         with pytest.raises(ValueError, match="config.models"):
             parse_spec(bad, base)
 
@@ -100,7 +107,7 @@ def test_markdown_table_formats_rows():
         "test_rel_l2_2x": None,
     }
     table = markdown_table({"tucker:0.1": row}, dense_params=10_000)
-    assert table.splitlines()[2] == "| tucker:0.1 | 1,000 | 10.0× | 1.23% | 5.00% | – | 12 | – |"
+    assert table.splitlines()[2] == "| tucker:0.1 | 1,000 | 10.0× | 1.23% | 5.00% | – | 12 | – | – |"
 
 
 def test_bad_spec_fails_before_work(tmp_path):

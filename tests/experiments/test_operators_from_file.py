@@ -64,6 +64,37 @@ def test_bad_data_files_name_the_config_key(darcy_files, tmp_path):
         operators_darcy.build(_config(path=str(heat), n_train=1, n_test=1, resolution=9))
 
 
+def test_a_separate_test_file_serves_every_training_size(darcy_files, tmp_path):
+    from experiments.tasks.operators_common import arrays_from_files
+
+    coarse, _ = darcy_files  # seed 5
+    test = generate.generate("darcy", 4, 17, tmp_path / "t17.h5", seed=6, progress=False)
+    test_fine = generate.generate("darcy", 4, 33, tmp_path / "t33.h5", seed=6, progress=False)
+    ref_test = darcy.make_dataset(3, 17, seed=6)
+    ref_fine = darcy.make_dataset(3, 33, seed=6)
+    for n_train in (5, 12):  # the whole training file, and a part of it
+        config = _config(
+            path=str(coarse),
+            test_path=str(test),
+            path_2x=str(test_fine),
+            n_train=n_train,
+            n_test=3,
+            resolution=17,
+        )
+        arrays = arrays_from_files(config.data, problem="darcy")
+        ref = darcy.make_dataset(n_train, 17, seed=5)
+        np.testing.assert_array_equal(arrays[0][:, 0], ref["inputs"].astype(np.float32))
+        np.testing.assert_array_equal(arrays[2][:, 0], ref_test["inputs"].astype(np.float32))
+        np.testing.assert_array_equal(arrays[3][:, 0], ref_test["outputs"].astype(np.float32))
+        np.testing.assert_array_equal(arrays[5][:, 0], ref_fine["outputs"].astype(np.float32))
+    config = _config(path=str(coarse), test_path=str(coarse), n_train=4, n_test=2, resolution=17)
+    with pytest.raises(ValueError, match="test_path: .* has the seed of config.data.path"):
+        arrays_from_files(config.data, problem="darcy")
+    config = _config(path=str(coarse), test_path=str(test), n_train=4, n_test=5, resolution=17)
+    with pytest.raises(ValueError, match="test_path: .* holds 4 finished samples of index < 5"):
+        arrays_from_files(config.data, problem="darcy")
+
+
 def test_ns_checks_physical_parameters_against_the_file(tmp_path):
     from experiments.tasks import operators_ns
 

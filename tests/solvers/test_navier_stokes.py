@@ -172,6 +172,24 @@ def test_dataset_deterministic_extendable_and_nested():
     assert np.abs(c["inputs"][0] - a["inputs"][0]).max() > 0.1
 
 
+def test_dataset_t_start_gives_the_developed_flow_as_input():
+    """With `t_start` the pair is (ω(t_start), ω(t_start + k·record_every)) of the
+    same trajectory that starts from the sample's random field at t = 0."""
+    kw = dict(record_every=0.1, dt=0.01)
+    whole = ns.make_dataset(2, 32, seed=3, t_final=0.3, **kw)
+    late = ns.make_dataset(2, 32, seed=3, t_final=0.3, t_start=0.1, **kw)
+    np.testing.assert_allclose(late["times"], [0.2, 0.3])
+    np.testing.assert_allclose(late["inputs"], whole["outputs"][:, 0], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(late["outputs"], whole["outputs"][:, 1:], rtol=0, atol=1e-6)
+    assert np.abs(late["inputs"] - whole["inputs"]).max() > 1e-3  # the flow moved
+    with pytest.raises(ValueError, match="t_start"):
+        ns.make_dataset(1, 32, seed=3, t_final=0.3, t_start=-0.1, **kw)
+    with pytest.raises(ValueError, match="multiple of record_every"):
+        ns.make_dataset(1, 32, seed=3, t_final=0.3, t_start=0.05, **kw)
+    with pytest.raises(ValueError, match="record_every <= t_final - t_start"):
+        ns.make_dataset(1, 32, seed=3, t_final=0.3, t_start=0.3, **kw)
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="viscosity"):
         ns.NSParams(viscosity=0.0)

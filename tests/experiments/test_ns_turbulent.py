@@ -1,0 +1,74 @@
+"""The turbulent Navier–Stokes comparison (`ns_turbulent`): its spectrum, and the
+tiny config end to end (tables per training-set size, summary keys, plots,
+resume)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments import run
+from experiments.tasks.ns_turbulent import radial_spectrum
+
+
+CONFIGS = run.__file__.rsplit("/", 1)[0] + "/configs"
+
+
+def test_radial_spectrum_of_single_modes_and_parseval():
+    s = 32
+    x = np.arange(s) / s
+    # cos(2π(3x + 4y)) has |k| = 5 exactly; amplitude a gives mean(w²) = a²/2
+    w = 2.0 * np.cos(2 * np.pi * (3 * x[:, None] + 4 * x[None, :]))
+    k, e = radial_spectrum(w)
+    assert k.shape == e.shape == (s // 2 + 1,)
+    np.testing.assert_allclose(e[5], 2.0, rtol=1e-12)
+    np.testing.assert_allclose(np.delete(e, 5), 0.0, atol=1e-24)
+    # the (1, 1) mode, |k| = √2, lands in shell round(√2) = 1
+    w = np.sin(2 * np.pi * (x[:, None] + x[None, :]))
+    np.testing.assert_allclose(radial_spectrum(w)[1][1], 0.5, rtol=1e-12)
+    # Parseval on a random batch: the shells sum to mean(w²) (the corner modes
+    # beyond |k| = s/2 are outside the shells, so a band-limited field is used)
+    rng = np.random.default_rng(0)
+    coeffs = np.zeros((3, s, s), complex)
+    coeffs[:, :6, :6] = rng.normal(size=(3, 6, 6)) + 1j * rng.normal(size=(3, 6, 6))
+    w = np.fft.ifft2(coeffs).real
+    np.testing.assert_allclose(radial_spectrum(w)[1].sum(), np.mean(w**2), rtol=1e-12)
+    with pytest.raises(ValueError, match="`w` must be square"):
+        radial_spectrum(np.zeros((4, 8)))
+
+
+def test_tiny_config_reports_every_size_and_model_and_resumes(tmp_path):
+    config = run.load_config(f"{CONFIGS}/ns_turbulent.py:tiny")
+    summary = run.main_from_config(config, tmp_path)
+    for n in config.train_sizes:
+        for spec in config.models:
+            for metric in (
+                "test_rel_l2",
+                "test_rel_h1",
+                "test_rel_l2_2x",
+                "n_params",
+                "compression",
+                "peak_memory_mb",
+            ):
+                assert np.isfinite(summary[f"n{n}/{spec}.{metric}"]), (n, spec, metric)
+    assert summary["n8/dense.compression"] == 1.0
+    # the per-tile MG-TFNO has its own parameters (two input channels per tile)
+    assert summary["n8/mg1-p8-tiles-tucker:0.1.compression"] > 1.0
+    table = (tmp_path / "table.md").read_text()
+    assert "### 8 training samples" in table and "### 16 training samples" in table
+    for name in ("compression", "predictions", "spectra"):
+        assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 10_000
+    spectra = json.loads((tmp_path / "spectra.json").read_text())
+    assert set(spectra) == {"truth", *config.plot_models}
+    # resume: every model has its result, so nothing retrains and the numbers repeat
+    again = run.main_from_config(config, tmp_path)
+    assert again == summary
+
+
+def test_plot_models_must_be_trained(tmp_path):
+    config = run.load_config(f"{CONFIGS}/ns_turbulent.py:tiny")
+    with config.unlocked():
+        config.plot_models = ("tucker:0.1",)
+    with pytest.raises(ValueError, match="config.plot_models"):
+        run.main_from_config(config, tmp_path)
+    assert not (tmp_path / "models").exists()
