@@ -13,12 +13,19 @@
    (b) stitched, tiles sharded over 4 (virtual CPU) devices; (c) per-tile
    training (`stitching=False`) with batches of 8 tiles, i.e. 8 model inputs
    of the tile size instead of 8 full fields.
+3. Against neuraloperator (`--part neuraloperator`, optional): the TFNO step of
+   part 1 (Tucker 0.1, factorized) beside neuraloperator's `TFNO` with the same
+   architecture and parameter count, PyTorch's Adam and the same relative L2
+   loss, timed in alternated pairs in this process. Runs when `torch` and
+   `neuraloperator` are importable (`pip install torch neuraloperator`), and is
+   skipped with a message otherwise.
 
-usage: python -m benchmarks.operators [--quick]
+usage: python -m benchmarks.operators [--quick] [--part all|steps|memory|neuraloperator]
 """
 
 import argparse
 import os
+import sys
 
 
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
@@ -108,9 +115,12 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes (32², 2 layers)")
     parser.add_argument(
         "--part",
-        choices=("all", "steps", "memory"),
+        choices=("all", "steps", "memory", "neuraloperator"),
         default="all",
-        help="train-step times, peak memory, or both",
+        help="train-step times, peak memory, both, or the step against neuraloperator's",
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=5, help="alternated timing pairs (neuraloperator part)"
     )
     args = parser.parse_args(argv)
     env = environment()
@@ -125,6 +135,8 @@ def main(argv=None):
         bench_steps(size, hidden, modes, batch, common, env)
     if args.part in ("all", "memory"):
         bench_memories(big, hidden, modes, batch, common, env)
+    if args.part in ("all", "neuraloperator"):
+        bench_neuraloperator(size, hidden, modes, batch, common, env, pairs=args.pairs)
 
 
 def bench_steps(size, hidden, modes, batch, common, env):
@@ -184,6 +196,85 @@ def bench_memories(big, hidden, modes, batch, common, env):
             **env,
         )
         emit(record)
+
+
+def _torch_tfno_step(size, hidden, modes, batch, n_layers):
+    """neuraloperator's TFNO train step on the inputs of `_step_inputs`, and its
+    parameter count (None when torch or neuraloperator is missing)."""
+    try:
+        import torch
+        from neuralop.models import TFNO
+    except ImportError as err:
+        return None, f"{err}"
+    torch.manual_seed(0)
+    model = TFNO(
+        n_modes=modes,
+        in_channels=1,
+        out_channels=1,
+        hidden_channels=hidden,
+        n_layers=n_layers,
+        factorization="tucker",
+        rank=0.1,
+        implementation="factorized",
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, 1, size, size)
+    y = torch.roll(x, 3, dims=-1)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        error = torch.linalg.vector_norm((model(x) - y).reshape(batch, -1), dim=1)
+        loss = (error / torch.linalg.vector_norm(y.reshape(batch, -1), dim=1)).mean()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    n_params = sum(
+        p.numel() * (2 if p.is_complex() else 1) for p in model.parameters() if p.requires_grad
+    )
+    info = {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}
+    return (step, n_params, info), None
+
+
+def bench_neuraloperator(size, hidden, modes, batch, common, env, pairs=5):
+    """Our TFNO step against neuraloperator's, in `pairs` alternated rounds."""
+    made, missing = _torch_tfno_step(size, hidden, modes, batch, common["n_layers"])
+    if made is None:
+        print(
+            f"operators.neuraloperator skipped: {missing} "
+            "(install torch and neuraloperator to compare)",
+            file=sys.stderr,
+        )
+        return
+    torch_step, torch_params, info = made
+    model = FNO(modes, 1, 1, hidden, factorization="tucker", rank=0.1, **common)
+    optimizer = optax.adam(1e-3)
+    params, static, opt_state, x, y = _step_inputs(model, optimizer, batch, (size, size))
+    inner = _train_step(optimizer)
+    ours = jax.jit(lambda p, s, x, y: inner(p, static, s, x, y))
+    ratios, times = [], {"ours": [], "neuraloperator": []}
+    for _ in range(pairs):
+        mine = time_fn(ours, params, opt_state, x, y, repeats=3, min_seconds=0.5)
+        theirs = time_fn(torch_step, repeats=3, min_seconds=0.5)
+        times["ours"].append(mine["median_s"])
+        times["neuraloperator"].append(theirs["median_s"])
+        ratios.append(mine["median_s"] / theirs["median_s"])
+    emit(
+        {
+            "benchmark": "operators.neuraloperator_step",
+            "model": "tfno-tucker-0.1-factorized",
+            "n_params": _n_params(model),
+            "n_params_neuraloperator": torch_params,
+            "batch": batch,
+            "grid": size,
+            "ours_median_s": float(np.median(times["ours"])),
+            "neuraloperator_median_s": float(np.median(times["neuraloperator"])),
+            "ratio_ours_to_neuraloperator": float(np.median(ratios)),
+            "ratios": ratios,
+            **info,
+            **env,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -105,6 +105,12 @@ def _checked_file(d, key: str, *, problem: str):
     from sciml.data import read_dataset
 
     path = d[key]
+    if not Path(path).is_file():
+        raise FileNotFoundError(
+            f"config.data.{key}: {path} does not exist; write it with "
+            f"`python -m solvers.generate {problem} ...` (the config's docstring gives "
+            "the command) or point the key at an existing file."
+        )
     data = read_dataset(path, ["inputs", "outputs"])
     if data.attrs.get("problem") != problem:
         raise ValueError(

@@ -107,7 +107,9 @@ def test_markdown_table_formats_rows():
         "test_rel_l2_2x": None,
     }
     table = markdown_table({"tucker:0.1": row}, dense_params=10_000)
-    assert table.splitlines()[2] == "| tucker:0.1 | 1,000 | 10.0× | 1.23% | 5.00% | – | 12 | – | – |"
+    assert (
+        table.splitlines()[2] == "| tucker:0.1 | 1,000 | 10.0× | 1.23% | 5.00% | – | 12 | – | – |"
+    )
 
 
 def test_bad_spec_fails_before_work(tmp_path):

@@ -93,6 +93,9 @@ def test_a_separate_test_file_serves_every_training_size(darcy_files, tmp_path):
     config = _config(path=str(coarse), test_path=str(test), n_train=4, n_test=5, resolution=17)
     with pytest.raises(ValueError, match="test_path: .* holds 4 finished samples of index < 5"):
         arrays_from_files(config.data, problem="darcy")
+    config = _config(path=str(coarse), test_path=str(tmp_path / "no.h5"), n_train=4, n_test=2)
+    with pytest.raises(FileNotFoundError, match="config.data.test_path: .* does not exist"):
+        arrays_from_files(config.data, problem="darcy")
 
 
 def test_ns_checks_physical_parameters_against_the_file(tmp_path):
