@@ -237,3 +237,31 @@ def test_bad_input_raises(getkey):
         SpectralConv(2, 2, (4, 0), key=getkey())
     with pytest.raises(ValueError, match="separable"):
         SpectralConv(2, 3, (4, 4), separable=True, key=getkey())
+
+
+@pytest.mark.parametrize(
+    "grid,n_modes", [((9, 8), (5, 6)), ((6, 8), (6, 8)), ((4, 6, 7), (3, 4, 5))]
+)
+def test_pruned_transforms_match_numpy(grid, n_modes):
+    """The pruned forward transform and the inverse of a block with only the kept
+    columns equal numpy's full `rfftn` / `irfftn` of the zero-filled block (numpy's
+    inverse real FFT also ignores the imaginary parts of the DC and Nyquist
+    columns)."""
+    from sciml.operators import inverse_rfftn, take_modes
+    from sciml.operators._spectral import forward_modes
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, *grid))
+    axes = tuple(range(1, len(grid) + 1))
+    full = np.fft.rfftn(x, axes=axes, norm="forward")
+    np.testing.assert_allclose(
+        forward_modes(jnp.asarray(x), n_modes), take_modes(jnp.asarray(full), n_modes), atol=1e-14
+    )
+    k = n_modes[-1] // 2 + 1
+    short = full[..., :k]
+    padded = np.zeros_like(full)
+    padded[..., :k] = short
+    expected = np.fft.irfftn(padded, s=grid, axes=axes, norm="forward")
+    np.testing.assert_allclose(inverse_rfftn(jnp.asarray(short), grid), expected, atol=1e-14)
+    with pytest.raises(ValueError, match="columns"):
+        inverse_rfftn(jnp.asarray(full), tuple(grid[:-1]) + (grid[-1] - 4,))
