@@ -5,10 +5,10 @@ Vorticity form on the periodic unit square with the FNO benchmark's forcing at
 field at t = 0 and runs for ten time units before its input is taken, so the
 input is the developed flow, not the smooth random start. Dense FNO (2.57 M
 parameters), TFNO (per-layer Tucker at 10×, 35× and 100× compression; joint
-Tucker at 110× and 160×) and MG-TFNO (1 and
-2 levels, padding 1/8 and 1/16, stitched and per-tile training), each trained
-with the same optimiser and steps on 250, 1,000 and 4,000 samples; tested at
-128² and zero-shot at 256² (task `experiments/tasks/ns_turbulent.py`).
+Tucker at 110× and 160×) and MG-TFNO (1 and 2 levels, padding 1/8 and 1/16,
+stitched and per-tile training), each trained with the same optimiser and
+steps on 250, 1,000 and 4,000 samples; tested at 128² and zero-shot at 256²
+(task `experiments/tasks/ns_turbulent.py`).
 
 The data are three files, generated once (resumable; the times are those of
 an otherwise idle 2-core CPU, one core each):
