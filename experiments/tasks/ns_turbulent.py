@@ -147,6 +147,7 @@ def plot_spectra(truth, predictions: dict[str, np.ndarray], plot_dir: Path) -> N
         k, e = radial_spectrum(p)
         ax.loglog(k[1:], e[1:], lw=1.2, label=spec)
     ax.set(xlabel="wavenumber |k|", ylabel="enstrophy spectrum E(k)")
+    readable_log_ticks(ax, "x")
     ax.set_title("test set: spectra of ω(T)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
