@@ -32,11 +32,12 @@ def full_legs_system(N, b_scale=1.0, b_clip=2.0):
 
 
 def test_shipped_sizes_are_in_the_package_data():
-    assert DATA_FILE.is_file() and DATA_FILE.stat().st_size < 500_000
-    assert set(shipped_ptd_sizes()) >= {2, 4, 8, 16, 32, 64, 128}
+    # 680 kB, most of it the 256 × 256 float64 matrix (compressed)
+    assert DATA_FILE.is_file() and DATA_FILE.stat().st_size < 1_000_000
+    assert set(shipped_ptd_sizes()) >= {2, 4, 8, 16, 32, 64, 128, 256}
 
 
-@pytest.mark.parametrize("N", [2, 4, 8, 16, 32, 64, 128])
+@pytest.mark.parametrize("N", [2, 4, 8, 16, 32, 64, 128, 256])
 def test_shipped_perturbations_are_small_and_well_conditioned(N):
     A, _ = hippo_legs(N)
     E = ptd_perturbation(N)
@@ -53,10 +54,10 @@ def test_shipped_perturbations_are_small_and_well_conditioned(N):
 
 
 # measured worst-case distances of the shipped perturbations: 0.081, 0.077,
-# 0.081, 0.444 (without the objective's transfer term: 0.32, 0.41, 0.45, 1.09;
-# with it but without entry scaling and the lower learning rate, 0.214 and
-# 0.808 at N = 64 and 128)
-@pytest.mark.parametrize("N, bound", [(16, 0.1), (32, 0.1), (64, 0.1), (128, 0.5)])
+# 0.081, 0.444, 0.717 (without the objective's transfer term: 0.32, 0.41,
+# 0.45, 1.09 up to N = 128; with it but without entry scaling and the lower
+# learning rate, 0.214 and 0.808 at N = 64 and 128, 0.91 at N = 256)
+@pytest.mark.parametrize("N, bound", [(16, 0.1), (32, 0.1), (64, 0.1), (128, 0.5), (256, 0.8)])
 def test_ptd_is_uniformly_closer_to_hippo_than_s4d_legs(N, bound):
     _, B = hippo_legs(N)
     Lambda, V, V_inv = ptd_eig(N)
