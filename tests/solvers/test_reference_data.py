@@ -8,11 +8,13 @@
 The HDF5 reference is in file format 1 (no channel axis, fewer attributes):
 today's file (format 2) must hold the same values once the channel axis each
 dataset names in its `axes` attribute is removed, and every attribute of the
-old file with the same value except `format_version`.
+old file with the same value except `format_version`, and the same generator
+parameters plus those added since, at their defaults.
 """
 
 import importlib
 import importlib.util
+import json
 from pathlib import Path
 
 import h5py
@@ -56,8 +58,13 @@ def test_generate_matches_reference(tmp_path):
     with h5py.File(out, "r") as new, h5py.File(DATA / "navier_stokes_generate.h5", "r") as old:
         assert sorted(new) == sorted(old)
         assert old.attrs["format_version"] == 1 and new.attrs["format_version"] == 2
-        old_attrs = {k: old.attrs[k] for k in old.attrs if k != "format_version"}
+        old_attrs = {k: old.attrs[k] for k in old.attrs if k not in ("format_version", "params")}
         assert {k: new.attrs[k] for k in old_attrs} == old_attrs
+        # keywords added to make_dataset since then appear at their defaults
+        old_params, new_params = json.loads(old.attrs["params"]), json.loads(new.attrs["params"])
+        added = {k: v for k, v in new_params.items() if k not in old_params}
+        assert {k: new_params[k] for k in old_params} == old_params
+        assert added == {"t_start": 0.0}
         for key in old:
             a, b = new[key][...], old[key][...]
             axes = [name.strip() for name in str(new[key].attrs.get("axes", "")).split(",")]
