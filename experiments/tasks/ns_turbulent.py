@@ -30,7 +30,12 @@ import numpy as np
 
 from experiments.tasks.operators_common import build_model, predict
 from experiments.tasks.operators_ns import data_from_config
-from experiments.tasks.operators_table import markdown_table, parse_spec, train_model
+from experiments.tasks.operators_table import (
+    markdown_table,
+    parse_spec,
+    plot_errors_against_size,
+    train_model,
+)
 from sciml.experiment import count_params, readable_log_ticks
 from sciml.training import restore_model
 
@@ -67,6 +72,11 @@ def size_config(config, n_train: int):
     return sized
 
 
+def model_dir(workdir: Path, n_train: int, spec: str) -> Path:
+    """The run folder of model `spec` trained on `n_train` samples."""
+    return workdir / "models" / f"n{n_train}" / spec.replace(":", "-")
+
+
 def trained_model(config, spec: str, data, model_dir: Path):
     """The model of `spec` restored from its run folder."""
     model_cfg = parse_spec(spec, config.model)
@@ -87,13 +97,8 @@ def plot_compression(tables: dict[int, dict[str, dict]], plot_dir: Path) -> None
         1, len(tables), figsize=(4.2 * len(tables), 3.8), squeeze=False, sharey=True
     )
     for ax, (n, rows) in zip(axes[0], tables.items(), strict=True):
-        for spec, r in rows.items():
-            marker = "s" if spec == "dense" else ("^" if spec.startswith("mg") else "o")
-            ax.loglog(r["n_params"], r["test_rel_l2"], marker, label=spec)
-        ax.set(xlabel="parameters", ylabel="test relative L2", title=f"{n:,} training samples")
-        readable_log_ticks(ax, "x")
-        readable_log_ticks(ax, "y")
-        ax.grid(True, which="major", alpha=0.3)
+        plot_errors_against_size(ax, rows)
+        ax.set_title(f"{n:,} training samples")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     fig.savefig(plot_dir / "compression.png", dpi=120)
@@ -178,8 +183,7 @@ def train_and_evaluate(config, workdir: Path) -> dict:
             summary["dense_params"] = dense_params = count_params(dense)
         rows = {}
         for spec in specs:
-            model_dir = workdir / "models" / f"n{n}" / spec.replace(":", "-")
-            rows[spec] = train_model(sized, spec, data, model_dir)
+            rows[spec] = train_model(sized, spec, data, model_dir(workdir, n, spec))
             row = {**rows[spec], "compression": dense_params / rows[spec]["n_params"]}
             summary.update({f"n{n}/{spec}.{k}": v for k, v in row.items()})
         tables[n] = rows
@@ -191,8 +195,7 @@ def train_and_evaluate(config, workdir: Path) -> dict:
     n = sizes[-1]
     predictions = {}
     for spec in config.plot_models:
-        model_dir = workdir / "models" / f"n{n}" / spec.replace(":", "-")
-        model = trained_model(config, spec, data, model_dir)
+        model = trained_model(config, spec, data, model_dir(workdir, n, spec))
         predictions[spec] = np.asarray(predict(model, data.x_test))[:, 0] * data.y_std
     truth = np.asarray(data.y_test)[:, 0] * data.y_std
     sample = int(config.plot_sample)

@@ -150,6 +150,20 @@ def markdown_table(rows: dict[str, dict], dense_params: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot_errors_against_size(ax, rows: dict[str, dict]) -> None:
+    """Test relative L2 error against parameter count on `ax`, one point per
+    model (squares: dense, triangles: MG-TFNO, circles: the other TFNOs)."""
+    for spec, r in rows.items():
+        if r["test_rel_l2"] is None:
+            continue
+        marker = "s" if spec == "dense" else ("^" if spec.startswith("mg") else "o")
+        ax.loglog(r["n_params"], r["test_rel_l2"], marker, label=spec)
+    ax.set(xlabel="parameters", ylabel="test relative L2 error")
+    readable_log_ticks(ax, "x")
+    readable_log_ticks(ax, "y")
+    ax.grid(True, which="major", alpha=0.3)
+
+
 def plot_compression(rows: dict[str, dict], plot_dir: Path, title: str = "") -> None:
     """Test relative L2 error against parameter count, one point per model."""
     import matplotlib
@@ -158,16 +172,8 @@ def plot_compression(rows: dict[str, dict], plot_dir: Path, title: str = "") -> 
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for spec, r in rows.items():
-        if r["test_rel_l2"] is None:
-            continue
-        marker = "s" if spec == "dense" else ("^" if spec.startswith("mg") else "o")
-        ax.loglog(r["n_params"], r["test_rel_l2"], marker, label=spec)
-    ax.set(xlabel="parameters", ylabel="test relative L2 error")
+    plot_errors_against_size(ax, rows)
     ax.set_title(f"{title}: error against size" if title else "error against size")
-    readable_log_ticks(ax, "x")
-    readable_log_ticks(ax, "y")
-    ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(plot_dir / "compression.png", dpi=120)
