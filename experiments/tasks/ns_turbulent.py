@@ -99,8 +99,6 @@ def plot_compression(tables: dict[int, dict[str, dict]], plot_dir: Path) -> None
     for ax, (n, rows) in zip(axes[0], tables.items(), strict=True):
         plot_errors_against_size(ax, rows)
         ax.set_title(f"{n:,} training samples")
-        # a 1-2-5 parameter axis over two decades is too crowded for a level label
-        plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     fig.savefig(plot_dir / "compression.png", dpi=120)

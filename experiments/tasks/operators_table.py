@@ -161,6 +161,9 @@ def plot_errors_against_size(ax, rows: dict[str, dict]) -> None:
     ax.set(xlabel="parameters", ylabel="test relative L2 error")
     readable_log_ticks(ax, "x")
     readable_log_ticks(ax, "y")
+    # 1-2-5 parameter labels over two decades ("200000", "1e+06") overlap when level
+    for label in ax.get_xticklabels():
+        label.set(rotation=35, ha="right")
     ax.grid(True, which="major", alpha=0.3)
 
 
