@@ -16,7 +16,7 @@ callbacks, which the timings include).
 
 usage: python -m benchmarks.dcdm [--quick] [--dim 2] [--train-resolution 64]
        [--steps 2000] [--resolutions 64 128 256] [--seeds 101] [--max-steps 2000]
-       [--factor 9] [--n-orthogonal 2]
+       [--factor 9] [--n-orthogonal 2] [--model paper|symmetric]
 """
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ def main(argv=None):
     parser.add_argument("--max-steps", type=int, default=2000)
     parser.add_argument("--factor", type=float, default=None, help="low-end weight of the rhs")
     parser.add_argument("--n-orthogonal", type=int, default=None)
+    parser.add_argument(
+        "--model",
+        choices=("paper", "symmetric"),
+        default="paper",
+        help="the paper's network, or the symmetric linear NᵀN (no label channels)",
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     args = parser.parse_args(argv)
@@ -64,10 +70,14 @@ def main(argv=None):
         config.eval.max_steps = args.max_steps
     if args.factor is not None:
         config.data.factor = args.factor
+    config.model.kind = args.model
+    if args.model == "symmetric":
+        config.model.label_channels = False
     if args.n_orthogonal is not None:
         config.eval.n_orthogonal = args.n_orthogonal
     workdir = (
-        args.workdir or Path("runs") / f"bench_dcdm_{args.dim}d{'_quick' if args.quick else ''}"
+        args.workdir
+        or Path("runs") / f"bench_dcdm_{args.dim}d_{args.model}{'_quick' if args.quick else ''}"
     )
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

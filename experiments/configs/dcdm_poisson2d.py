@@ -28,6 +28,7 @@ def data_block(dim: int, resolution: int, *, n_ritz: int, n_rhs: int) -> ml_coll
 
 def model_block() -> ml_collections.ConfigDict:
     model = ml_collections.ConfigDict()
+    model.kind = "paper"  # or "symmetric": NᵀN, linear and SPD (no label channels)
     model.pairs = (2, 3, 2)  # the paper's N = 64 model: 4 + 6 + 4 convs
     model.width = 16
     model.label_channels = True  # fluid / solid / air one-hot, as in Lan et al. 2024

@@ -34,6 +34,7 @@ from sciml.dcdm import (
     IncompleteCholesky,
     Jacobi,
     SmoothedAggregationAMG,
+    SymmetricDCDMNet,
     dcdm_loss,
     direction_fn,
     label_channels,
@@ -65,7 +66,36 @@ def scene(config, resolution: int, seed: int) -> np.ndarray:
     )
 
 
-def net_direction(model: DCDMNet, labels: np.ndarray):
+MODELS = ("paper", "symmetric")
+
+
+def make_model(config) -> DCDMNet | SymmetricDCDMNet:
+    """The network of `config.model.kind`: `"paper"` (the paper's nonlinear
+    network, optionally with label channels) or `"symmetric"` (`NᵀN` with the
+    paper's architecture as a linear `N`; see `sciml.dcdm.SymmetricDCDMNet`)."""
+    model_cfg, dim = config.model, int(config.data.dim)
+    kind = model_cfg.get("kind", "paper")
+    pairs = tuple(int(p) for p in model_cfg.pairs)
+    key = jax.random.key(int(config.seed))
+    if kind == "paper":
+        return DCDMNet(
+            dim,
+            pairs=pairs,
+            width=int(model_cfg.width),
+            label_channels=bool(model_cfg.label_channels),
+            key=key,
+        )
+    if kind == "symmetric":
+        if model_cfg.label_channels:
+            raise ValueError(
+                "config.model.label_channels must be False with config.model.kind='symmetric' "
+                "(label channels would enter additively and make the direction non-linear)."
+            )
+        return SymmetricDCDMNet(dim, pairs=pairs, width=int(model_cfg.width), key=key)
+    raise ValueError(f"config.model.kind: unknown {kind!r}; accepted: {', '.join(MODELS)}")
+
+
+def net_direction(model: DCDMNet | SymmetricDCDMNet, labels: np.ndarray):
     fluid = jnp.asarray(labels == FLUID, jnp.float32)
     onehot = label_channels(labels) if model.in_channels == 4 else None
     return direction_fn(model, fluid, onehot)
@@ -90,7 +120,8 @@ def training_rhs(config, workdir: Path, labels: np.ndarray, matrix) -> np.ndarra
 
 
 def build(config, workdir: Path) -> Experiment:
-    data, model_cfg = config.data, config.model
+    data = config.data
+    model = make_model(config)  # checks the model block before the data are built
     labels = scene(config, data.resolution, data.scene_seed)
     rhs = jnp.asarray(training_rhs(config, workdir, labels, assemble(labels)), jnp.float32)
     n_train = rhs.shape[0] - int(data.n_valid)
@@ -98,13 +129,6 @@ def build(config, workdir: Path) -> Experiment:
         raise ValueError(f"config.data.n_rhs must exceed config.data.n_valid ({data.n_valid}).")
     train_rhs, valid_rhs = rhs[:n_train], rhs[n_train:]
     op = PoissonOperator(labels)
-    model = DCDMNet(
-        int(data.dim),
-        pairs=tuple(int(p) for p in model_cfg.pairs),
-        width=int(model_cfg.width),
-        label_channels=bool(model_cfg.label_channels),
-        key=jax.random.key(int(config.seed)),
-    )
     batch_size = int(config.train.batch_size)
 
     @jax.jit
@@ -121,7 +145,9 @@ def build(config, workdir: Path) -> Experiment:
     return Experiment(model=model, loss_fn=loss_fn, batch_fn=batch_fn, evaluate=evaluate)
 
 
-def one_step_losses(model: DCDMNet, config, workdir: Path, n_samples: int = 32) -> dict:
+def one_step_losses(
+    model: DCDMNet | SymmetricDCDMNet, config, workdir: Path, n_samples: int = 32
+) -> dict:
     """The scale-free loss `‖b − α* A q(b)‖²` (one DCDM step from zero) of the
     network and of every baseline preconditioner as the direction, on the
     training scene: mean over the first `n_samples` validation right-hand
@@ -187,7 +213,7 @@ def timed_solve(op, b, direction, config) -> tuple[dict, np.ndarray]:
     return record, history[: steps + 1] / history[0]
 
 
-def evaluate_scenes(model: DCDMNet, config) -> tuple[dict, dict]:
+def evaluate_scenes(model: DCDMNet | SymmetricDCDMNet, config) -> tuple[dict, dict]:
     """Every held-out scene × resolution × method; returns summary and histories."""
     ev = config.eval
     results, histories = {}, {}

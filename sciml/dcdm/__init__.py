@@ -32,3 +32,4 @@ from ._ritz import (
     ritz_pairs as ritz_pairs,
     ritz_rhs as ritz_rhs,
 )
+from ._symmetric import SymmetricDCDMNet as SymmetricDCDMNet

@@ -57,10 +57,11 @@ class _Pair(eqx.Module):
     conv2: eqx.nn.Conv
     activation: Callable = eqx.field(static=True)
 
-    def __init__(self, dim, width, activation, dtype, *, key):
+    def __init__(self, dim, width, activation, bias, dtype, *, key):
         k1, k2 = jax.random.split(key)
-        self.conv1 = eqx.nn.Conv(dim, width, width, 3, padding=1, dtype=dtype, key=k1)
-        self.conv2 = eqx.nn.Conv(dim, width, width, 3, padding=1, dtype=dtype, key=k2)
+        conv = dict(padding=1, use_bias=bias, dtype=dtype)
+        self.conv1 = eqx.nn.Conv(dim, width, width, 3, **conv, key=k1)
+        self.conv2 = eqx.nn.Conv(dim, width, width, 3, **conv, key=k2)
         self.activation = activation
 
     def __call__(self, x):
@@ -85,6 +86,10 @@ class DCDMNet(eqx.Module):
     - `label_channels`: if True, three more input channels carry the one-hot
       fluid / solid / air labels (use [`label_channels`][sciml.dcdm.label_channels]).
     - `activation`: the nonlinearity (ReLU).
+    - `bias`: whether the convolutions have biases (True in the paper). With
+      `bias=False`, an identity `activation` and no label channels the
+      network is a linear map (used by
+      [`SymmetricDCDMNet`][sciml.dcdm.SymmetricDCDMNet]).
     - `dtype`: parameter dtype (float32 by default, also when float64 is on:
       the outer iteration runs in float64, the network in float32).
     - `key`: PRNG key for the initialisation.
@@ -109,6 +114,7 @@ class DCDMNet(eqx.Module):
         width: int = 16,
         label_channels: bool = False,
         activation: Callable = jax.nn.relu,
+        bias: bool = True,
         dtype=jnp.float32,
         key: PRNGKeyArray,
     ):
@@ -124,14 +130,20 @@ class DCDMNet(eqx.Module):
         self.dim = dim
         self.in_channels = 4 if label_channels else 1
         keys = iter(jax.random.split(key, 2 + sum(pairs)))
+        bias = bool(bias)
         self.stem = eqx.nn.Conv(
-            dim, self.in_channels, width, 3, padding=1, dtype=dtype, key=next(keys)
+            dim, self.in_channels, width, 3, padding=1, use_bias=bias, dtype=dtype, key=next(keys)
         )
         self.down, self.mid, self.up = (
-            tuple(_Pair(dim, width, activation, dtype, key=next(keys)) for _ in range(p))
+            tuple(_Pair(dim, width, activation, bias, dtype, key=next(keys)) for _ in range(p))
             for p in pairs
         )
-        self.head = eqx.nn.Conv(dim, width, 1, 1, dtype=dtype, key=next(keys))
+        self.head = eqx.nn.Conv(dim, width, 1, 1, use_bias=bias, dtype=dtype, key=next(keys))
+
+    @property
+    def dtype(self):
+        """The parameter dtype (the network runs in it)."""
+        return self.stem.weight.dtype
 
     def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, "*grid"]:
         if x.ndim != self.dim + 1:
@@ -165,9 +177,11 @@ def label_channels(
     return jnp.stack([labels == fluid, labels == solid, labels == air]).astype(jnp.float32)
 
 
-def network_input(net: DCDMNet, r: Float[Array, "*grid"], labels_onehot=None) -> Array:
-    """The `(channels, *grid)` input of `net` for a residual `r` on the grid."""
-    r = r.astype(net.stem.weight.dtype)[None]
+def network_input(net, r: Float[Array, "*grid"], labels_onehot=None) -> Array:
+    """The `(channels, *grid)` input of `net` (a [`DCDMNet`][sciml.dcdm.DCDMNet]
+    or [`SymmetricDCDMNet`][sciml.dcdm.SymmetricDCDMNet]) for a residual `r` on
+    the grid."""
+    r = r.astype(net.dtype)[None]
     if net.in_channels == 1:
         return r
     if labels_onehot is None:
@@ -176,7 +190,7 @@ def network_input(net: DCDMNet, r: Float[Array, "*grid"], labels_onehot=None) ->
 
 
 def direction_fn(
-    net: DCDMNet,
+    net,
     fluid: Float[Array, "*grid"],
     labels_onehot: Float[Array, " 3 *grid"] | None = None,
 ) -> Callable[[Array], Array]:
@@ -184,7 +198,8 @@ def direction_fn(
 
     **Arguments:**
 
-    - `net`: the network.
+    - `net`: the network, a [`DCDMNet`][sciml.dcdm.DCDMNet] or a
+      [`SymmetricDCDMNet`][sciml.dcdm.SymmetricDCDMNet].
     - `fluid`: `1` at the unknowns (fluid cells), `0` elsewhere, on the grid.
     - `labels_onehot`: the `(3, *grid)` label channels, for a network built
       with `label_channels=True`.

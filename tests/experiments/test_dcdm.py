@@ -33,3 +33,31 @@ def test_tiny_config_trains_and_compares(name, tmp_path):
         assert scene["amg"]["iterations"] <= scene["cg"]["iterations"]
     assert (tmp_path / "plots" / "residuals.png").is_file()
     assert (tmp_path / "ritz.h5").is_file()
+
+
+def test_tiny_config_with_the_symmetric_model(tmp_path):
+    config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
+    config.model.kind = "symmetric"
+    config.model.label_channels = False
+    config.eval.methods = ("dcdm", "cg")
+    summary = run.main_from_config(config, tmp_path)
+    train = [m for m in read_metrics(tmp_path / "metrics.jsonl") if m["split"] == "train"]
+    assert train[-1]["loss"] < train[0]["loss"] <= 1.0
+    for scene in summary["eval"].values():
+        # a symmetric positive semi-definite generator makes DCDM a PCG
+        # (tested exactly in tests/dcdm/test_symmetric.py): it converges
+        assert scene["dcdm"]["converged"], scene["dcdm"]
+        assert scene["dcdm"]["relative_residual"] <= 1e-6
+
+
+@pytest.mark.parametrize(
+    "kind, labels, match",
+    [("unet", False, "config.model.kind"), ("symmetric", True, "label_channels")],
+)
+def test_bad_model_block_is_refused_before_the_data_are_built(kind, labels, match, tmp_path):
+    config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
+    config.model.kind = kind
+    config.model.label_channels = labels
+    with pytest.raises(ValueError, match=match):
+        run.main_from_config(config, tmp_path)
+    assert not (tmp_path / "ritz.h5").exists()
