@@ -120,6 +120,17 @@ def closed_components(labels: np.ndarray) -> list[np.ndarray]:
     return [comp == c for c in range(1, count + 1) if c not in touching]
 
 
+def null_space(labels: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of the null space of `A`, shape `(k, *labels.shape)`:
+    one normalised indicator per closed fluid component (`k = 0` when every
+    component touches air)."""
+    masks = closed_components(labels)
+    basis = np.zeros((len(masks), *np.shape(labels)))
+    for i, mask in enumerate(masks):
+        basis[i][mask] = 1 / np.sqrt(mask.sum())
+    return basis
+
+
 def project_rhs(labels: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`b` made consistent: zero at non-fluid cells and zero mean on every
     closed fluid component, i.e. the orthogonal projection onto `range(A)`."""

@@ -2,6 +2,9 @@
 
 `python -m experiments.run --config experiments/configs/dcdm_poisson2d.py`;
 the `tiny` variant (`dcdm_poisson2d.py:tiny`) runs in seconds for the tests.
+The symmetric linear network (`sciml.dcdm.SymmetricDCDMNet`, with which DCDM
+is PCG) instead of the paper's: `--config.model.kind=symmetric
+--config.model.label_channels=False`.
 """
 
 import ml_collections

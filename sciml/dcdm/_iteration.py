@@ -26,12 +26,14 @@ the tolerance on the true residual.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jaxtyping import Array, Float, Shaped
+from jaxtyping import Array, ArrayLike, Float, Shaped
 
 from .._checks import check_positive_int
 from .._custom_types import Real
@@ -63,6 +65,8 @@ def solve(
     max_steps: int = 100,
     n_orthogonal: int = 2,
     refresh_every: int | None = None,
+    null_space: ArrayLike | None = None,
+    inconsistent: str = "project",
     throw: bool = True,
 ) -> Solution:
     r"""Solves `apply_A(x) = b` by the deep conjugate direction method.
@@ -76,9 +80,10 @@ def solve(
     - `apply_A`: `x ↦ A x` for a symmetric positive (semi-)definite `A`, on
       arrays of the shape of `b` (a grid: no flattening needed).
     - `b`: the right-hand side, any shape (e.g. `(n, n)` or `(n, n, n)`). For a
-      singular `A`, `b` must lie in its range (project it first, e.g.
-      `solvers.poisson.project_rhs`); otherwise the solve stalls and reports
-      `max_steps_reached` or `breakdown`.
+      singular `A`, `b` must lie in its range: pass `null_space` to have that
+      checked, or project `b` first (e.g. `solvers.poisson.project_rhs`);
+      otherwise the solve stalls and reports `max_steps_reached` or
+      `breakdown`.
     - `direction_fn`: `r ↦ q`, a search direction for the unit-norm residual
       `r` (shape of `b`); a trained [`DCDMNet`][sciml.dcdm.DCDMNet] bound to
       its parameters, `lambda r: r` (conjugate directions = CG), or any
@@ -92,6 +97,17 @@ def solve(
       network's direction).
     - `refresh_every`: replace the recurrence residual by `b − A x` every this
       many steps (`None`: only when checking convergence).
+    - `null_space`: for a singular `A`, a basis of its null space, shape
+      `(k, *b.shape)` (e.g. `solvers.poisson.null_space(labels)`: one
+      indicator per closed fluid component); it is orthonormalised here. The
+      part of `b` in it, `‖Nᵀb‖ / ‖b‖` with `N` the orthonormal basis, is
+      measured (`stats["inconsistency"]`); above `sqrt(eps)` of the dtype,
+      `b` is outside the range of `A` and
+    - `inconsistent` says what happens: `"project"` (default) solves with
+      `b − N Nᵀ b`, the nearest consistent right-hand side, and warns when
+      called outside `jit` (under `jit`, read `stats["inconsistency"]`);
+      `"raise"` raises (inside `jit` too). A consistent `b` is projected as
+      well, which only removes round-off.
     - `throw`: raise (inside `jit` too) unless the solve succeeded; with
       `throw=False` read `solution.result`.
 
@@ -103,7 +119,8 @@ def solve(
     `b` or `x0`) or `nonfinite`, and `stats`:
     `num_steps` (steps taken), `residual_norm` (final true `‖b − A x‖₂`),
     `residual_history` (`(max_steps + 1,)`: `‖r_k‖₂` for `k = 0..num_steps`,
-    NaN after).
+    NaN after), and with `null_space` also `inconsistency`. With a projected
+    `b`, residuals and the stopping rule refer to the projected system.
     """
     b = jnp.asarray(b)
     if not jnp.issubdtype(b.dtype, jnp.floating):
@@ -117,6 +134,9 @@ def solve(
         raise ValueError(f"`n_orthogonal` must be an integer >= 0, got {n_orthogonal!r}.")
     if not (rtol >= 0 and atol >= 0) or rtol == atol == 0:
         raise ValueError(f"`rtol` and `atol` must be >= 0 and not both 0, got {rtol}, {atol}.")
+    extra_stats = {}
+    if null_space is not None:
+        b, extra_stats["inconsistency"] = _make_consistent(b, null_space, inconsistent)
     Ax0 = apply_A(x0)
     if jnp.shape(Ax0) != b.shape:
         raise ValueError(
@@ -208,8 +228,41 @@ def solve(
         "num_steps": final["k"],
         "residual_norm": final["r_norm"],
         "residual_history": final["history"],
+        **extra_stats,
     }
     return make_solution(final["x"], result, stats, throw=throw)
+
+
+def _make_consistent(b: Array, null_space, inconsistent: str) -> tuple[Array, Array]:
+    """`b` without its part in the null space, and that part's relative size;
+    warns or raises (per `inconsistent`) when it is above `sqrt(eps)`."""
+    if inconsistent not in ("project", "raise"):
+        raise ValueError(f"`inconsistent` must be 'project' or 'raise', got {inconsistent!r}.")
+    null_space = jnp.asarray(null_space)
+    if null_space.ndim != b.ndim + 1 or null_space.shape[1:] != b.shape:
+        raise ValueError(
+            f"`null_space` must have shape (k, *b.shape) = (k, {', '.join(map(str, b.shape))}), "
+            f"got {null_space.shape}."
+        )
+    basis, _ = jnp.linalg.qr(null_space.reshape(null_space.shape[0], -1).T.astype(b.dtype))
+    coefficients = basis.T @ b.ravel()
+    b_norm = jnp.linalg.norm(b)
+    inconsistency = jnp.linalg.norm(coefficients) / jnp.where(b_norm > 0, b_norm, 1)
+    outside = inconsistency > jnp.sqrt(jnp.finfo(b.dtype).eps)
+    message = (
+        "`b` is not in the range of `A`: its part in `null_space` is above sqrt(eps) of its "
+        "norm. Project it (solvers.poisson.project_rhs, or inconsistent='project')."
+    )
+    if inconsistent == "raise":
+        b = eqx.error_if(b, outside, message)
+    elif not isinstance(outside, jax.core.Tracer) and bool(outside):
+        warnings.warn(
+            f"`b` is not in the range of `A` (relative part in `null_space`: "
+            f"{float(inconsistency):.2e}); solving with its projection onto the range.",
+            stacklevel=3,
+        )
+    b = b - (basis @ coefficients).reshape(b.shape)
+    return b, inconsistency
 
 
 def a_norm_error(apply_A: Callable[[Array], Array], x: Array, x_exact: Array) -> Array:
