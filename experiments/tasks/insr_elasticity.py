@@ -1,4 +1,4 @@
-"""INSR on 2-D elastodynamics, next to an exact representation and a P1 mesh.
+"""INSR on 2-D elastodynamics, next to an exact representation and P1 / P2 meshes.
 
 Fits the SIREN displacement to the scene's initial condition, steps it with
 `sciml.insr.IncrementalPotential` (quasi-static for the stretch) and the
@@ -16,7 +16,8 @@ configured per-step solver (every step's weights saved), and reports:
   what remains is sampling and penalty error;
 - `grid_first_order`: the same integrator and solver on a P1 triangle mesh
   field (nodal displacements as the unknowns, about the SIREN's memory);
-- `grid_second_order`: null (no P2 mesh field here; see `note`);
+- `grid_second_order`: the same on a P2 (quadratic Lagrange) triangle mesh
+  field with about the same number of unknowns;
 - `seconds_per_step`: wall time of `integrate` / steps (compilation included).
 
 Energies are means over an `n_grid²` midpoint grid of the body: kinetic
@@ -82,6 +83,42 @@ class P1Field(eqx.Module):
         return jnp.where(s + t <= 1, lower_tri, upper_tri)
 
 
+class P2Field(eqx.Module):
+    """Piecewise-quadratic (P2 Lagrange) displacement on the mesh of
+    `P1Field`: `nx × ny` cells split along the diagonal from `(i+1, j)` to
+    `(i, j+1)`. The unknowns are the values at the vertices and edge midpoints,
+    together the nodes of the doubled grid `(2nx+1, 2ny+1, 2)` (a cell's
+    centre is the midpoint of its diagonal). On a triangle with barycentric
+    coordinates `λ`, vertex `a` weighs `λ_a(2λ_a − 1)` and the midpoint of
+    edge `ab` weighs `4λ_aλ_b`."""
+
+    values: jax.Array
+    lower: tuple = eqx.field(static=True)
+    upper: tuple = eqx.field(static=True)
+
+    def __call__(self, x):
+        nx, ny = (self.values.shape[0] - 1) // 2, (self.values.shape[1] - 1) // 2
+        lo, hi = jnp.asarray(self.lower, x.dtype), jnp.asarray(self.upper, x.dtype)
+        g = (x - lo) / (hi - lo) * jnp.array([nx, ny], x.dtype)
+        i = jnp.clip(jnp.floor(g[0]).astype(int), 0, nx - 1)
+        j = jnp.clip(jnp.floor(g[1]).astype(int), 0, ny - 1)
+        s, t = g[0] - i, g[1] - j
+
+        def v(a, b):  # the node at (a, b) of the cell, in half-cell units
+            return self.values[2 * i + a, 2 * j + b]
+
+        def quadratic(la, lb, lc, va, vb, vc, vab, vac, vbc):
+            vertices = la * (2 * la - 1) * va + lb * (2 * lb - 1) * vb + lc * (2 * lc - 1) * vc
+            return vertices + 4 * (la * lb * vab + la * lc * vac + lb * lc * vbc)
+
+        # lower triangle (0,0), (1,0), (0,1); upper triangle (1,1), (0,1), (1,0)
+        lower_tri = quadratic(1 - s - t, s, t, v(0, 0), v(2, 0), v(0, 2), v(1, 0), v(0, 1), v(1, 1))
+        upper_tri = quadratic(
+            s + t - 1, 1 - s, 1 - t, v(2, 2), v(0, 2), v(2, 0), v(1, 2), v(2, 1), v(1, 1)
+        )
+        return jnp.where(s + t <= 1, lower_tri, upper_tri)
+
+
 def p1_field(problem, n_values: int) -> P1Field:
     """A zero P1 field with about `n_values` nodal unknowns, cells near-square."""
     width, height = (u - lo for lo, u in zip(problem.lower, problem.upper))
@@ -89,6 +126,24 @@ def p1_field(problem, n_values: int) -> P1Field:
     ny = max(1, round(math.sqrt(nodes * height / width)) - 1)
     nx = max(1, nodes // (ny + 1) - 1)
     return P1Field(jnp.zeros((nx + 1, ny + 1, 2)), problem.lower, problem.upper)
+
+
+def p2_field(problem, n_values: int) -> P2Field:
+    """A zero P2 field with about `n_values` nodal unknowns (vertices and edge
+    midpoints), cells near-square."""
+    width, height = (u - lo for lo, u in zip(problem.lower, problem.upper))
+    nodes = max(n_values // 2, 9)
+    ny = max(1, round((math.sqrt(nodes * height / width) - 1) / 2))
+    nx = max(1, (nodes // (2 * ny + 1) - 1) // 2)
+    return P2Field(jnp.zeros((2 * nx + 1, 2 * ny + 1, 2)), problem.lower, problem.upper)
+
+
+def interpolate(mesh, function):
+    """`mesh` with its nodal values set to `function` (one point `(2,) → (2,)`)."""
+    shape = mesh.values.shape[:2]
+    axes = [np.linspace(lo, u, n) for lo, u, n in zip(mesh.lower, mesh.upper, shape)]
+    nodes = jnp.asarray(np.stack(np.meshgrid(*axes, indexing="ij"), -1))
+    return eqx.tree_at(lambda m: m.values, mesh, jax.vmap(jax.vmap(function))(nodes))
 
 
 def _affine(params, x):
@@ -251,35 +306,28 @@ def train_and_evaluate(config, workdir) -> dict:
             references["floor"] = _run(
                 exact_field(problem, scene), integrator, problem, dt, t1, key_ref
             )
-        mesh = p1_field(problem, int(n_params))
-        if scene == "column":  # the initial condition at the nodes (P1 interpolation)
-            nodes = np.stack(
-                np.meshgrid(
-                    *[
-                        np.linspace(lo, u, n)
-                        for lo, u, n in zip(problem.lower, problem.upper, mesh.values.shape[:2])
-                    ],
-                    indexing="ij",
-                ),
-                -1,
-            )
-            u0 = jax.vmap(jax.vmap(problem.initial_condition))(jnp.asarray(nodes))
-            mesh = eqx.tree_at(lambda m: m.values, mesh, u0)
-        references["grid_first_order"] = _run(mesh, integrator, problem, dt, t1, key_ref)
+        meshes = {
+            "grid_first_order": p1_field(problem, int(n_params)),
+            "grid_second_order": p2_field(problem, int(n_params)),
+        }
+        for name, mesh in meshes.items():
+            if scene == "column":  # the initial condition at the nodes
+                mesh = interpolate(mesh, problem.initial_condition)
+            references[name] = _run(mesh, integrator, problem, dt, t1, key_ref)
 
         summary = {"error": scene_error(problem, scene, sol.value, x, dt, n_steps)}
-        for name in ("floor", "grid_first_order"):
+        for name in ("floor", "grid_first_order", "grid_second_order"):
             ref = references.get(name)
             summary[name] = (
                 None if ref is None else scene_error(problem, scene, ref.value, x, dt, n_steps)
             )
-        summary["grid_second_order"] = None
         summary["note"] = (
             "error: vs the scene's analytic answer (free_fall: mean displacement; stretch: "
             "lambda_2; column: energy ratio; floor scene: none). floor: the same integrator with "
-            "an exact representation. grid_first_order: P1 triangles with "
-            f"{mesh.values.size} nodal unknowns and the same integrator and sampling. "
-            "grid_second_order: no P2 mesh field is implemented."
+            "an exact representation. grid_first_order / grid_second_order: P1 / P2 triangles "
+            f"with {meshes['grid_first_order'].values.size} / "
+            f"{meshes['grid_second_order'].values.size} nodal unknowns and the same integrator "
+            "and sampling."
         )
         energy = energies(problem, sol.value, x, dt)
         ref_energy = {k: energies(problem, r.value, x, dt)["total"] for k, r in references.items()}
@@ -294,7 +342,8 @@ def train_and_evaluate(config, workdir) -> dict:
         dt=dt,
         n_params=int(n_params),
         param_bytes=int(4 * n_params),
-        grid_bytes=int(4 * mesh.values.size),
+        grid_bytes=int(4 * meshes["grid_first_order"].values.size),
+        grid_second_order_bytes=int(4 * meshes["grid_second_order"].values.size),
         failed_steps=int(sol.stats["num_failed_steps"]),
         result=RESULTS[sol.result] if not bool(sol.successful) else "successful",
         mean_iterations=float(np.mean(np.asarray(sol.stats["iterations"]))),
