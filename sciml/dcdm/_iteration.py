@@ -244,6 +244,8 @@ def _make_consistent(b: Array, null_space, inconsistent: str) -> tuple[Array, Ar
             f"`null_space` must have shape (k, *b.shape) = (k, {', '.join(map(str, b.shape))}), "
             f"got {null_space.shape}."
         )
+    if null_space.shape[0] == 0:  # A is non-singular: nothing to check
+        return b, jnp.zeros((), b.dtype)
     basis, _ = jnp.linalg.qr(null_space.reshape(null_space.shape[0], -1).T.astype(b.dtype))
     coefficients = basis.T @ b.ravel()
     b_norm = jnp.linalg.norm(b)

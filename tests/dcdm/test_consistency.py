@@ -83,6 +83,19 @@ def test_consistent_rhs_passes_silently_and_solves_as_before():
     assert diff <= 1e-8 * np.linalg.norm(np.asarray(plain.value))
 
 
+def test_an_empty_null_space_changes_nothing():
+    # with air above the fluid A is non-singular: no null vectors, b untouched
+    labels = make_scene(12, dim=2, seed=3, n_obstacles=2, free_surface=True)
+    b = np.random.default_rng(0).standard_normal(labels.shape) * (labels == FLUID)
+    N = null_space(labels)
+    assert N.shape == (0, *labels.shape)
+    op = PoissonOperator(labels)
+    sol = solve(op, jnp.asarray(b), IDENTITY, null_space=N, max_steps=400)
+    plain = solve(op, jnp.asarray(b), IDENTITY, max_steps=400)
+    assert float(sol.stats["inconsistency"]) == 0
+    np.testing.assert_array_equal(sol.value, plain.value)
+
+
 def test_bad_null_space_arguments_raise_early():
     labels, b = closed_tank()
     op, N = PoissonOperator(labels), null_space(labels)
