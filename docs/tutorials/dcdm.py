@@ -147,7 +147,7 @@ print("last logged training loss:", symmetric.metrics["loss"])
 #
 # Other obstacles, twice the resolution: the convolutional network applies
 # unchanged. The outer iteration runs in float64, the network in float32.
-# All three methods stop at the same relative residual `1e-6`; the classical
+# Every method stops at the same relative residual `1e-6`; the classical
 # ones pass their preconditioner (`M = I` for CG, one AMG V-cycle) as the
 # direction generator of the same `solve`.
 
