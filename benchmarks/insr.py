@@ -83,7 +83,7 @@ def taylor_green(args):
         with tempfile.TemporaryDirectory() as workdir:
             (Path(workdir) / "plots").mkdir()
             summary = taylor_green_task.train_and_evaluate(config, workdir)
-        keys = [key for key in KEYS if key in summary] + ["energy", "n_params"]
+        keys = [key for key in KEYS if key in summary] + ["initial_error", "energy", "n_params"]
         emit({"problem": "taylor_green", "solver": solver, **{k: summary[k] for k in keys}})
 
 

@@ -32,7 +32,7 @@ weights of a field, warm-started from its previous weights:
 
 Each sub-step's [`Solution`][sciml.solution.Solution] is kept: the step's
 result is the first failing sub-step's (else `successful`), and `stats`
-holds every sub-step's `*_loss` and `*_iterations` besides the summed
+holds every sub-step's `*_loss_initial`, `*_loss` and `*_iterations` besides the summed
 `loss_initial`, `loss`, `iterations`. The integrator's state between steps is
 the pressure field (the warm start of the next pressure solve).
 """
@@ -250,6 +250,7 @@ def _combine(value: Any, subs: dict[str, Solution]) -> Solution:
     stats = {"loss_initial": 0.0, "loss": 0.0, "iterations": 0}
     for name, sol in subs.items():
         result = RESULTS.where(result == RESULTS.successful, sol.result, result)
+        stats[f"{name}_loss_initial"] = sol.stats["loss_initial"]
         stats[f"{name}_loss"] = sol.stats["loss"]
         stats[f"{name}_iterations"] = sol.stats["iterations"]
         for key in ("loss_initial", "loss", "iterations"):

@@ -91,6 +91,11 @@ def run(n_steps, nu=0.0, projection="strong"):
 def test_one_step_projects_and_recovers_pressure(projection, div_tol):
     sol = run(1, projection=projection)
     assert int(sol.stats["num_failed_steps"]) == 0
+    for name in ("advection", "pressure", "projection"):
+        # each sub-step's objective at its warm start and at its end, on the same
+        # points: Levenberg–Marquardt accepts only decreasing steps
+        start, end = sol.stats[f"{name}_loss_initial"][0], sol.stats[f"{name}_loss"][0]
+        assert 0 <= end < start, name
     velocity, pressure = insr.field_at(sol.value, -1), sol.stats["state"]
     x = grid()
     div = jax.vmap(lambda y: insr.divergence(velocity, y))(x)
