@@ -250,9 +250,7 @@ def _combine(value: Any, subs: dict[str, Solution]) -> Solution:
     stats = {"loss_initial": 0.0, "loss": 0.0, "iterations": 0}
     for name, sol in subs.items():
         result = RESULTS.where(result == RESULTS.successful, sol.result, result)
-        stats[f"{name}_loss_initial"] = sol.stats["loss_initial"]
-        stats[f"{name}_loss"] = sol.stats["loss"]
-        stats[f"{name}_iterations"] = sol.stats["iterations"]
         for key in ("loss_initial", "loss", "iterations"):
+            stats[f"{name}_{key}"] = sol.stats[key]
             stats[key] = stats[key] + sol.stats[key]
     return make_solution(value, result, stats, throw=False)
