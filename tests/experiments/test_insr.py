@@ -1,9 +1,12 @@
 """The INSR advection config, run end to end in its tiny variant."""
 
 import json
+import math
+import types
 from pathlib import Path
 
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -35,14 +38,62 @@ def test_tiny_config_runs_and_compares(tmp_path):
         assert (tmp_path / "plots" / plot).is_file()
 
 
+def one_mode_floor(integrator_name, m, dt, n_steps):
+    """The floor of `u₀ = cos(k(x − lo))`, `k = 2πm/L`, on the tiny config's
+    velocity and periodic nodes, with the integrator `integrator_name`; returns
+    the floor `(n_steps + 1, n_nodes)`, the nodes, `k` and `z = a k Δt`."""
+    config = run.load_config(CONFIG + ":tiny")
+    config.integrator = integrator_name
+    problem, _, integrator, _ = build(config)
+    lo, hi = problem.lower, problem.upper
+    k = 2 * math.pi * m / (hi - lo)
+    mode = types.SimpleNamespace(
+        velocity=problem.velocity, initial_condition=lambda x: jnp.cos(k * (x - lo))
+    )
+    nodes = np.linspace(lo, hi, 101)
+    floor = spectral_floor(integrator, mode, nodes, dt, n_steps)
+    return floor, nodes, k, problem.velocity * k * dt
+
+
+def amplitude_and_phase(values, nodes, k):
+    """`(R, φ)` with `values = R cos(k(x − lo) − φ)` on the periodic nodes (projection)."""
+    xi = k * (nodes[:-1] - nodes[0])
+    c = 2 * np.mean(values[:-1] * np.cos(xi))
+    s = 2 * np.mean(values[:-1] * np.sin(xi))
+    return math.hypot(c, s), math.atan2(s, c)
+
+
 def test_floor_matches_midpoint_closed_form():
-    """One Fourier mode on the periodic nodes: the floor is `g^n` exactly."""
+    """One Fourier mode on the periodic nodes: the floor is `Re(gⁿ e^{ik(x−lo)})`
+    with `g = (1 − iz/2)/(1 + iz/2)` (`u_t = −a u_x`, `z = akΔt`): amplitude 1,
+    phase lag `2n·atan(z/2)`, i.e. the mode moves right (a > 0)."""
+    dt, n_steps = 0.5, 3
+    floor, nodes, k, z = one_mode_floor("midpoint", 3, dt, n_steps)
+    xi = k * (nodes - nodes[0])
+    for n in range(n_steps + 1):
+        lag = 2 * n * math.atan(z / 2)
+        # measured 1e-15; a wavenumber of the wrong sign shifts the mode left (phase
+        # +lag): error 1.08 already at n = 1
+        np.testing.assert_allclose(floor[n], np.cos(xi - lag), atol=1e-12)
+        amplitude, phase = amplitude_and_phase(floor[n], nodes, k)
+        np.testing.assert_allclose(amplitude, 1.0, rtol=1e-12)
+        np.testing.assert_allclose(phase, math.remainder(lag, 2 * math.pi), atol=1e-12)
+
+
+def test_floor_matches_implicit_euler_closed_form():
+    """Implicit Euler, `g = 1/(1 + iz)`: amplitude `(1 + z²)^(−n/2)`, phase lag `n·atan z`."""
+    dt, n_steps = 0.5, 3
+    floor, nodes, k, z = one_mode_floor("implicit_euler", 2, dt, n_steps)
+    for n in range(n_steps + 1):
+        amplitude, phase = amplitude_and_phase(floor[n], nodes, k)
+        # measured 1e-16; bounds 1e-12
+        np.testing.assert_allclose(amplitude, (1 + z**2) ** (-n / 2), rtol=1e-12)
+        np.testing.assert_allclose(phase, math.remainder(n * math.atan(z), 2 * math.pi), atol=1e-12)
+    # the floor of a Gaussian keeps its mass (the k = 0 mode has g = 1)
     config = run.load_config(CONFIG + ":tiny")
     problem, _, integrator, _ = build(config)
-    nodes = np.linspace(-2.0, 2.0, 101)
-    floor = spectral_floor(integrator, problem, nodes, 0.05, 3)
-    # the floor of the Gaussian keeps its mass (the k = 0 mode has g = 1)
-    np.testing.assert_allclose(floor[:, :-1].sum(axis=1), floor[0, :-1].sum(), rtol=1e-12)
+    gaussian = spectral_floor(integrator, problem, nodes, 0.05, 3)
+    np.testing.assert_allclose(gaussian[:, :-1].sum(axis=1), gaussian[0, :-1].sum(), rtol=1e-12)
 
 
 @pytest.mark.parametrize(("key", "value"), [("integrator", "rk4"), ("solver.name", "bfgs")])
