@@ -8,6 +8,7 @@ inclusion and read frequencies, the rate limit, determinism and checkpoints.
 """
 
 from collections import Counter
+from fractions import Fraction
 
 import jax
 import jaxtyping
@@ -252,6 +253,53 @@ def test_reservoir_uniform_replacement_includes_each_sample_with_probability_k_o
     sigma = np.sqrt(p * (1 - p) / repetitions)
     # measured: max deviation 0.038 = 2.5 sigma over the 12 ids (sigma = 0.0149); bound 5 sigma
     assert np.max(np.abs(included / repetitions - p)) < 5 * sigma
+
+
+class _ScriptedGenerator:
+    """Stands in for `numpy.random.default_rng(...)`: `integers(high)` records
+    how many outcomes were asked for and returns a preset one."""
+
+    def __init__(self, value):
+        self.value, self.n_outcomes = value, None
+
+    def integers(self, low, high=None):
+        low, high = (0, low) if high is None else (low, high)
+        self.n_outcomes = high - low
+        return low + self.value
+
+
+def test_reservoir_uniform_replacement_inclusion_is_exactly_k_over_n(monkeypatch):
+    """Exact inclusion probabilities by enumeration: every outcome of every
+    replacement draw is followed, each weighted by `1 / (number of outcomes the
+    buffer asked for)`, so after `n` puts each sample must be stored with
+    probability exactly `k / n` (fractions, no sampling error). An off-by-one in
+    the draw fails by far: with `integers(n + 1)` sample 0 is stored with
+    probability 1/2 instead of 3/7, with `integers(n − 1)` (or counting the put
+    from 0) 1/3."""
+    k, n = 3, 7
+    generator = _ScriptedGenerator(0)
+    monkeypatch.setattr(np.random, "default_rng", lambda seed=None: generator)
+    buffer = Reservoir(k, replacement="uniform")
+    included = [Fraction(0)] * n
+
+    def put(state, i, value):
+        generator.value, generator.n_outcomes = value, None
+        return _put(buffer, jax.tree.map(np.copy, state), i), generator.n_outcomes
+
+    def follow(state, i, probability):
+        if i == n:
+            for j in state.ids[state.order >= 0, 1]:
+                included[j] += probability
+            return
+        after, n_outcomes = put(state, i, 0)
+        if n_outcomes is None:  # no draw: the buffer was not full
+            follow(after, i + 1, probability)
+            return
+        for value in range(n_outcomes):
+            follow(put(state, i, value)[0], i + 1, probability / n_outcomes)
+
+    follow(buffer.init(EXAMPLE), 0, Fraction(1))
+    assert included == [Fraction(k, n)] * n
 
 
 def test_reservoir_reads_are_uniform_over_stored_samples():
