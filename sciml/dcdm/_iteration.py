@@ -224,9 +224,14 @@ def solve(
             ),
         ),
     )
+    # Converged: `r_norm` is already the true residual; otherwise it may be the
+    # recurrence's, which drifts from `b − A x` in floating point.
+    residual_norm = jnp.where(
+        status == 1, final["r_norm"], jnp.linalg.norm(b - apply_A(final["x"]))
+    )
     stats = {
         "num_steps": final["k"],
-        "residual_norm": final["r_norm"],
+        "residual_norm": residual_norm,
         "residual_history": final["history"],
         **extra_stats,
     }
