@@ -167,9 +167,10 @@ def test_released_column_loses_energy_at_implicit_euler_rate():
 
 def test_body_comes_to_rest_on_the_floor():
     """A square (height H = 1) falling under force f per sample onto y = −0.8:
-    at rest the mean contact force balances f. With samples uniform in height
-    and penetration p of the bottom, mean force = k_c p²/(2H), so
-    p = √(2H|f|/k_c) = 0.02 for |f| = 2, k_c = 1e4."""
+    at rest the mean contact force balances f. With samples uniform in height,
+    vertical stretch `1 + A₁₁` and penetration p of the bottom, mean force
+    = k_c p²/(2H(1 + A₁₁)), so p = √(2H(1 + A₁₁)|f|/k_c) ≈ 0.02 for |f| = 2,
+    k_c = 1e4 (A₁₁ ≈ −0.025: the weight compresses the body)."""
     problem = insr.Elasticity2D.scene("floor")
     height, weight, kc = 1.0, 2.0, problem.contact_stiffness
     p_eq = math.sqrt(2 * height * weight / kc)
@@ -190,9 +191,14 @@ def test_body_comes_to_rest_on_the_floor():
     bottom = -0.5 + c[:, 1] - 0.5 * A[:, 1, 1]  # q_y at X = (0, −0.5)
     # never tunnels: deepest penetration measured 2.1 p_eq (the landing overshoot)
     assert bottom.min() > problem.floor - 4 * p_eq
-    # at rest at the penalty's equilibrium: measured |bottom − (floor − p)| = 1.9e-3
-    # (0.1 p_eq) and last-step speed 7.8e-3; tolerances 0.25 p_eq = 5e-3 and 2e-2 (~2.6x)
-    np.testing.assert_allclose(bottom[-1], problem.floor - p_eq, atol=0.25 * p_eq)
+    # At rest at the penalty's equilibrium. Fresh points every step make the rest
+    # depth jitter by ~1e-3 step to step, so the last 20 steps (the body landed
+    # at step ~8) are averaged: measured |mean − (floor − p)| ≤ 4.1e-4 over seeds
+    # 2-6 (9e-5 for this seed); tolerance 1.2e-3 (~3x headroom). Twice the
+    # contact stiffness gives ≥ 5.2e-3, half of it ≤ −7.6e-3 (seeds 2-6).
+    p = np.sqrt(2 * height * (1 + A[-20:, 1, 1]) * weight / kc)
+    np.testing.assert_allclose(np.mean(bottom[-20:] - (problem.floor - p)), 0.0, atol=1.2e-3)
+    # and still: last-step speed measured 7.8e-3 (sampling jitter), bound 2e-2
     assert abs(bottom[-1] - bottom[-2]) / dt < 2e-2
 
 

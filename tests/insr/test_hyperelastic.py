@@ -101,3 +101,17 @@ def test_sheared_and_rotated_body_has_the_closed_form_energy_density():
         A * ((s + gamma / 2 - 1) ** 2 + (s - gamma / 2 - 1) ** 2),
         rtol=1e-12,
     )
+
+
+def test_contact_penalty_is_half_k_d_squared_and_its_force():
+    """A point a depth `d` below the floor `y = −0.8` stores `k_c d²/2`; the
+    penalty's gradient is the force `−k_c d e_y` (pushing up), zero above it."""
+    kc, floor, d = 1e4, -0.8, 0.013
+
+    def energy(q):
+        return jnp.sum(insr.contact_residual(q, floor, kc) ** 2)
+
+    below = jnp.array([0.3, floor - d])
+    np.testing.assert_allclose(float(energy(below)), kc * d**2 / 2, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(jax.grad(energy)(below)), [0.0, -kc * d], rtol=1e-13)
+    assert float(energy(jnp.array([0.3, floor + d]))) == 0.0
