@@ -69,6 +69,7 @@ def test_online_vs_offline_tiny_end_to_end(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
 
 
+@pytest.mark.slow  # ~40 s on 2 CPU cores (data generation, TFNO compile, 10 steps)
 def test_online_vs_offline_navier_stokes_offline_part(tmp_path):
     config = run.load_config(str(CONFIGS / "online_vs_offline.py") + ":navier_stokes_tiny")
     config.train.steps = 10
@@ -76,11 +77,16 @@ def test_online_vs_offline_navier_stokes_offline_part(tmp_path):
     assert build is online_ns.surrogate
     study = study_from_config(config)
     test = validation_data(study)
-    summary = online_vs_offline.run_offline(config, tmp_path, build(config, study), study, test)
+    surrogate = build(config, study)
+    untrained = surrogate.evaluate(surrogate.model, test)["val_rel_l2"]
+    summary = online_vs_offline.run_offline(config, tmp_path, surrogate, study, test)
     assert summary["runs"] == 2 and summary["steps"] == 10
     assert summary["samples"] == 2 * study.n_steps and summary["epochs"] == 10 * 4 / 8
-    # ten steps from a TFNO's initialisation: finite and not diverged
-    assert 0 < summary["val_rel_l2"] < 1.5 and math.isfinite(summary["val_rel_h1"])
+    # ten steps from a TFNO's initialisation learn: validation error measured 1.84
+    # untrained, 1.12 after training (ratio 0.61); bound 0.75x the untrained error
+    # measured here, which the untrained network (ratio 1) fails
+    assert summary["val_rel_l2"] < 0.75 * untrained
+    assert math.isfinite(summary["val_rel_h1"])
 
 
 def test_online_vs_offline_problem_must_match_the_study():
