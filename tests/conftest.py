@@ -57,3 +57,27 @@ def _free_compiled_programs():
     yield
     jax.clear_caches()
     gc.collect()
+
+
+SLURM_END_TO_END = "tests/online/test_slurm.py"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Says in one visible block when the Slurm end-to-end tests were skipped
+    (no test cluster could be installed or started here), naming them and the
+    reason, so that a green run without them is not mistaken for one with them."""
+    skipped = [
+        report
+        for report in terminalreporter.stats.get("skipped", [])
+        if report.nodeid.startswith(SLURM_END_TO_END + "::")
+    ]
+    if not skipped:
+        return
+    reasons = sorted({str(report.longrepr[-1]).removeprefix("Skipped: ") for report in skipped})
+    terminalreporter.write_sep(
+        "=", f"{len(skipped)} Slurm end-to-end tests SKIPPED", yellow=True, bold=True
+    )
+    for reason in reasons:
+        terminalreporter.write_line(f"reason: {reason}", yellow=True)
+    for report in skipped:
+        terminalreporter.write_line(f"  {report.nodeid}")
