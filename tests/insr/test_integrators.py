@@ -6,7 +6,9 @@ solution, so one Gauss–Newton iteration reproduces the integrator's
 amplification factor per mode to rounding: midpoint `|g| = 1`, phase
 `2·atan(akΔt/2)`; implicit Euler `|g| = 1/√(1 + (akΔt)²)`; explicit Euler
 `|g| = √(1 + (akΔt)²)`. The closed forms are written here, independently of
-the integrators' own `amplification`.
+the integrators' own `amplification`. A nonlinear, time-dependent ODE
+(`u′ = −u² + βt`, a field constant in space) checks that implicit midpoint
+solves its own step equation, which the trapezoid rule does not.
 """
 
 import math
