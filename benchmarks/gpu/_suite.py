@@ -58,6 +58,7 @@ class Suite:
         self.out, self.part, self.smoke, self.limit, self.scale = out, part, smoke, limit, scale
         self.started = time.monotonic()
         self.records: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
         out.mkdir(parents=True, exist_ok=True)
         self.results = open(out / "results.jsonl", "a", encoding="utf-8")
         self.log = open(out / "log.txt", "a", encoding="utf-8")
@@ -140,9 +141,10 @@ class Suite:
     def status(self, row: Row, status: str, seconds: float, budget: float, note: str) -> dict:
         record = {"status": status, "seconds": seconds, "budget_s": budget, "note": note}
         self.write(row, record)
+        self.rows.append(row)
         print(f"{row.name}: {status} ({seconds:.0f} s) {note}", file=sys.stderr, flush=True)
         (self.out / "results.md").write_text(
-            markdown(self.records, part=self.part, smoke=self.smoke), encoding="utf-8"
+            markdown(self.records, self.rows, part=self.part, smoke=self.smoke), encoding="utf-8"
         )
         return record
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from benchmarks.gpu._rows import ROWS
+from benchmarks.gpu._rows import Row
 
 
 def _cell(value: Any) -> str:
@@ -20,8 +20,8 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(records: list[dict[str, Any]], *, part: str, smoke: bool) -> str:
-    """The header (device, jax version, date) and, per row that ran, what it
+def markdown(records: list[dict[str, Any]], rows: list[Row], *, part: str, smoke: bool) -> str:
+    """The header (device, jax version, date) and, per row of `rows`, what it
     measures, its baseline, its status and a table of its `columns`."""
     env = next((r for r in records if r["row"] == "environment" and "device" in r), {})
     size = "smoke (tiny sizes)" if smoke else "full size"
@@ -36,7 +36,7 @@ def markdown(records: list[dict[str, Any]], *, part: str, smoke: bool) -> str:
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         "",
     ]
-    for row in ROWS:
+    for row in rows:
         mine = [r for r in records if r["row"] == row.name]
         if not mine:
             continue
