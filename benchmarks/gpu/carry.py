@@ -6,7 +6,9 @@ The GPU machine has Python 3.12 with jax (CUDA), equinox, optax, flax,
 optimistix, lineax, diffrax, orbax, h5py, matplotlib, scipy, tqdm, jaxtyping
 and PyTorch, and no network. This downloads, for CPython 3.12 on manylinux
 x86-64 (`pip download --only-binary=:all: --no-deps`, pure-Python wheels
-too), what the suite needs beyond that: `NEEDED` and every requirement they
+too), what the suite needs beyond that: `NEEDED` (pyzmq, pyamg, ml-collections,
+neuraloperator 2.0.0, and requests, which `import neuralop` needs but
+neuraloperator does not declare) and every requirement they
 pull in (read from each wheel's metadata, markers evaluated for that
 machine), except the packages in `PREINSTALLED` and `LEFT_OUT`. It checks that
 every carried wheel's requirements are carried or preinstalled, that the
@@ -35,7 +37,8 @@ from packaging.requirements import Requirement
 
 
 ROOT = Path(__file__).resolve().parents[2]
-NEEDED = ("pyzmq", "pyamg", "ml-collections", "neuraloperator==2.0.0")
+# requests: `import neuralop` imports it (its dataset downloads) without declaring it
+NEEDED = ("pyzmq", "pyamg", "ml-collections", "neuraloperator==2.0.0", "requests")
 INSTALL_WITHOUT_DEPS = ("neuraloperator",)
 PREINSTALLED = (
     "jax",
@@ -169,7 +172,9 @@ def install_command(dest: str, wheels: dict[str, Path]) -> str:
     """Installs the carried packages offline; neuraloperator without its requirements."""
     resolved = sorted(n for n in wheels if n not in INSTALL_WITHOUT_DEPS)
     alone = " ".join(f"{dest}/{wheels[n].name}" for n in INSTALL_WITHOUT_DEPS if n in wheels)
-    pip = "python3 -m pip install --quiet --no-index"
+    # the variable lets pip install into a system Python marked externally managed
+    # (PEP 668); an older pip ignores it
+    pip = "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-index"
     return f"{pip} --find-links {dest} {' '.join(resolved)} && {pip} --no-deps {alone}"
 
 

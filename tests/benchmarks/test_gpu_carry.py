@@ -38,6 +38,7 @@ IMPORTS_ALONE = {
     "opt-einsum": "opt_einsum",
     "ruamel-yaml": "ruamel.yaml",
     "typing-extensions": "typing_extensions",
+    "requests": "requests",
 }
 
 
@@ -80,7 +81,7 @@ def test_carry_folder_installs_offline_into_a_clean_python312(tmp_path):
     dest = tmp_path / "carry"
     wheels = carry.prepare(dest)
     names = set(wheels)
-    assert {"pyzmq", "pyamg", "ml-collections", "neuraloperator"} <= names
+    assert {"pyzmq", "pyamg", "ml-collections", "neuraloperator", "requests"} <= names
     assert not any(carry.is_preinstalled(n) for n in names)
     assert "wandb" not in names
     assert carry.unmet(wheels) == []
@@ -97,7 +98,7 @@ def test_carry_folder_installs_offline_into_a_clean_python312(tmp_path):
     install = [python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
     subprocess.run([*install, *map(str, wheels.values())], check=True)
     modules = [IMPORTS_ALONE[n] for n in names if n in IMPORTS_ALONE]
-    assert {"zmq", "ml_collections"} <= set(modules)
+    assert {"zmq", "ml_collections", "requests"} <= set(modules)
     code = f"import importlib; [importlib.import_module(m) for m in {modules!r}]"
     done = subprocess.run([python, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
