@@ -9,7 +9,8 @@ benchmarks.gpu._child` with a timeout of `min(its budget, time left)`; on
 timeout the row's process group gets SIGTERM, then SIGKILL. Its JSON lines are
 appended to `DIR/results.jsonl` while it runs (with `row` and `part` added),
 then one status line (`status`: `ok`, `skipped`, `timeout` or `failed`,
-`seconds`, `budget_s`, `note`), and `DIR/results.md` is rewritten. Standard
+`seconds`, `budget_s`, `note`, and `cpu_s`, the CPU seconds of the row's
+processes that were waited for), and `DIR/results.md` is rewritten. Standard
 error of every row goes to `DIR/log.txt`. The driver itself never imports
 JAX, so the device is free for each row.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -83,7 +85,7 @@ class Suite:
         left = self.left()
         if left < needs:
             note = f"skipped: needs about {needs:.0f} s, {max(left, 0):.0f} s of the limit left"
-            return self.status(row, "skipped", 0.0, budget, note)
+            return self.status(row, "skipped", budget, note, seconds=0.0, cpu_s=0.0)
         timeout = min(budget, left)
         # the row plans its sweeps to end a little before it would be stopped
         deadline = time.time() + 0.9 * timeout
@@ -91,7 +93,7 @@ class Suite:
         command += ["--deadline", f"{deadline:.3f}"] + (["--smoke"] if self.smoke else [])
         self.log.write(f"\n===== {row.name} (budget {timeout:.0f} s) =====\n")
         self.log.flush()
-        start = time.monotonic()
+        start, cpu = time.monotonic(), _children_cpu_seconds()
         process = subprocess.Popen(
             command,
             cwd=ROOT,
@@ -111,17 +113,17 @@ class Suite:
             code = None
         _stop(process)  # after a finished row: whatever it left in its group
         reader.join(timeout=STOP_GRACE_S)
-        seconds = time.monotonic() - start
+        done = dict(seconds=time.monotonic() - start, cpu_s=_children_cpu_seconds() - cpu)
         measured = sum(1 for r in self.records if r["row"] == row.name and "status" not in r)
         if code is None:
             note = f"stopped at its budget of {timeout:.0f} s; {measured} measurement(s) kept"
-            return self.status(row, "timeout", seconds, timeout, note)
+            return self.status(row, "timeout", timeout, note, **done)
         if code == SKIPPED_EXIT:
-            return self.status(row, "skipped", seconds, timeout, " ".join(notes))
+            return self.status(row, "skipped", timeout, " ".join(notes), **done)
         if code != 0:
             note = f"exit code {code}: {_last_error(self.out / 'log.txt')}"
-            return self.status(row, "failed", seconds, timeout, note)
-        return self.status(row, "ok", seconds, timeout, "" if measured else "no measurement")
+            return self.status(row, "failed", timeout, note, **done)
+        return self.status(row, "ok", timeout, "" if measured else "no measurement", **done)
 
     def _read(self, row: Row, stream, notes: list[str]) -> None:
         """Writes each JSON line of the row as it arrives; other lines go to the log."""
@@ -138,8 +140,16 @@ class Suite:
                 self.write(row, record)
         stream.close()
 
-    def status(self, row: Row, status: str, seconds: float, budget: float, note: str) -> dict:
-        record = {"status": status, "seconds": seconds, "budget_s": budget, "note": note}
+    def status(
+        self, row: Row, status: str, budget: float, note: str, *, seconds: float, cpu_s: float
+    ) -> dict:
+        record = {
+            "status": status,
+            "seconds": seconds,
+            "cpu_s": cpu_s,
+            "budget_s": budget,
+            "note": note,
+        }
         self.write(row, record)
         self.rows.append(row)
         print(f"{row.name}: {status} ({seconds:.0f} s) {note}", file=sys.stderr, flush=True)
@@ -147,6 +157,12 @@ class Suite:
             markdown(self.records, self.rows, part=self.part, smoke=self.smoke), encoding="utf-8"
         )
         return record
+
+
+def _children_cpu_seconds() -> float:
+    """User + system CPU seconds of the finished (waited-for) child processes."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _stop(process: subprocess.Popen) -> None:
