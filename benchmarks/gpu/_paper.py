@@ -13,6 +13,7 @@ from pathlib import Path
 
 from benchmarks._common import emit
 from benchmarks.gpu._rows import Clock
+from benchmarks.gpu._speed import run_dcdm
 
 
 NS_MODELS = ("dense", "joint:0.001", "mg1-p8-tucker:0.1")
@@ -78,32 +79,11 @@ def ns_turbulent(smoke: bool, clock: Clock) -> None:
 
 def dcdm_3d(smoke: bool, clock: Clock) -> None:
     """DCDM trained on a 64³ scene, evaluated at 64³ and 128³ against CG and IC(0)."""
-    from benchmarks import dcdm
-
-    methods = ["--methods", "dcdm", "cg", "ic0"]
-    with tempfile.TemporaryDirectory() as workdir:
-        if smoke:
-            args = ["--dim", "3", "--quick", *methods]
-        else:
-            args = [
-                "--dim",
-                "3",
-                "--train-resolution",
-                "64",
-                "--steps",
-                "1500",
-                "--n-ritz",
-                "800",
-                "--n-rhs",
-                "1000",
-                "--resolutions",
-                "64",
-                "128",
-                "--max-steps",
-                "2000",
-                *methods,
-            ]
-        dcdm.main([*args, "--workdir", workdir])
+    run_dcdm(
+        "--dim 3 --train-resolution 64 --steps 1500 --n-ritz 800 --n-rhs 1000 "
+        "--resolutions 64 128 --max-steps 2000",
+        smoke,
+    )
 
 
 def insr_elasticity(smoke: bool, clock: Clock) -> None:
@@ -149,17 +129,8 @@ def insr_elasticity(smoke: bool, clock: Clock) -> None:
                 continue
             field0 = make()
             start = time.perf_counter()
-            sol = eqx.filter_jit(insr.integrate)(
-                field0,
-                integrator,
-                problem,
-                0.0,
-                t1,
-                dt,
-                key=key,
-                saveat=insr.SaveAt(t0=True, steps=True),
-                throw=False,
-            )
+            # the task's own stepping call (jitted `integrate`, every step saved)
+            sol = task._run(field0, integrator, problem, dt, t1, key)
             jax.block_until_ready(sol.stats["loss"])
             seconds = time.perf_counter() - start
             unknowns = jax.tree_util.tree_leaves(eqx.filter(field0, eqx.is_inexact_array))
