@@ -105,7 +105,8 @@ class Suite:
             start_new_session=True,  # its own process group, stopped as a whole
         )
         notes: list[str] = []
-        reader = threading.Thread(target=self._read, args=(row, process.stdout, notes))
+        # a daemon: a process outside the group holding the pipe cannot keep the suite alive
+        reader = threading.Thread(target=self._read, args=(row, process.stdout, notes), daemon=True)
         reader.start()
         try:
             code = process.wait(timeout=timeout)
