@@ -187,15 +187,28 @@ def _last_error(log: Path, chars: int = 600) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    import benchmarks.gpu
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu",
+        description=(benchmarks.gpu.__doc__ or "").splitlines()[0],
+    )
     parser.add_argument("--out", type=Path, required=True, help="results directory")
     parser.add_argument("--part", choices=("speed", "paper", "all"), default="all")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code paths")
     parser.add_argument(
-        "--limit", type=float, default=None, help="seconds for the whole run (470; smoke 600)"
+        "--limit",
+        type=float,
+        default=None,
+        help="seconds for the whole run (470 a part, 940 for all; smoke 600)",
     )
     parser.add_argument(
-        "--rows", nargs="+", default=None, choices=[row.name for row in ROWS], help="a subset"
+        "--rows",
+        nargs="+",
+        default=None,
+        choices=[row.name for row in ROWS],
+        metavar="ROW",
+        help="run only these rows: " + ", ".join(row.name for row in ROWS),
     )
     parser.add_argument(
         "--budget-scale", type=float, default=1.0, help="multiplies every row's budget"
@@ -203,7 +216,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.budget_scale <= 0:
         parser.error(f"--budget-scale must be positive, got {args.budget_scale}")
-    limit = DEFAULT_LIMIT_S[args.smoke] if args.limit is None else args.limit
+    limit = args.limit
+    if limit is None:  # `--part all` at full size: both parts' time
+        limit = DEFAULT_LIMIT_S[args.smoke] * (2 if args.part == "all" and not args.smoke else 1)
     rows = [row for row in rows_of(args.part) if args.rows is None or row.name in args.rows]
     suite = Suite(args.out, part=args.part, smoke=args.smoke, limit=limit, scale=args.budget_scale)
     try:
