@@ -41,10 +41,17 @@ RESERVE_S = STOP_GRACE_S + 5.0  # kept back from the limit: stopping a row, writ
 DEFAULT_LIMIT_S = {False: 470.0, True: 600.0}
 
 
-def child_environment() -> dict[str, str]:
+# --smoke: the same programs, compiled by XLA's CPU backend without its costly
+# optimisations (a third less compile time; smoke numbers are not results)
+SMOKE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
+
+def child_environment(smoke: bool) -> dict[str, str]:
     """The rows' environment: the checkout first on the path, JAX allocating on
     demand (PyTorch shares the device in the neuraloperator row), no plots shown."""
     env = dict(os.environ)
+    if smoke:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {SMOKE_XLA_FLAGS}".strip()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env.setdefault("MPLBACKEND", "Agg")
@@ -97,7 +104,7 @@ class Suite:
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=child_environment(),
+            env=child_environment(self.smoke),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self.log,
