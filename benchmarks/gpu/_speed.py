@@ -18,7 +18,17 @@ from benchmarks._common import emit, environment as jax_environment
 from benchmarks.gpu._rows import Clock, RowSkipped, sweep
 
 
-CARRIED = ("pyzmq", "pyamg", "ml-collections", "neuraloperator", "torch")
+# what the rows import beyond the GPU machine's own packages (see `carry.py`), and torch
+PACKAGES = (
+    "pyzmq",
+    "pyamg",
+    "ml-collections",
+    "neuraloperator",
+    "tensorly",
+    "tensorly-torch",
+    "requests",
+    "torch",
+)
 
 
 def _version(distribution: str) -> str | None:
@@ -38,7 +48,7 @@ def environment(smoke: bool, clock: Clock) -> None:
         if hasattr(device, "memory_stats")
         else None
     )
-    versions = {name: _version(name) for name in CARRIED}
+    versions = {name: _version(name) for name in PACKAGES}
     emit(
         {
             **jax_environment(),
@@ -46,10 +56,10 @@ def environment(smoke: bool, clock: Clock) -> None:
             "device_memory_bytes": memory,
             "cpus": os.cpu_count(),
             "machine": platform.machine(),
-            "torch": versions.pop("torch"),
+            "torch": versions["torch"],
             "neuraloperator": versions["neuraloperator"],
             "versions": versions,
-            "missing": sorted(name for name, v in {**versions}.items() if v is None),
+            "missing": sorted(name for name, v in versions.items() if v is None),
         }
     )
 
