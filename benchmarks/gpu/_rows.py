@@ -47,6 +47,9 @@ class Row:
       (default: half its budget).
     - `measures`, `baseline`: one line each for the table and the docs.
     - `columns`: the record keys shown in the Markdown table.
+    - `smoke_fast_compile`: whether `--smoke` compiles it without XLA's costly
+      CPU optimisations (off for rows whose smoke run is mostly running code,
+      such as the DCDM solves, which that makes slower).
     """
 
     name: str
@@ -58,6 +61,7 @@ class Row:
     baseline: str
     columns: tuple[str, ...]
     needs_s: float | None = None
+    smoke_fast_compile: bool = True
 
     def budget(self, smoke: bool) -> float:
         return self.smoke_budget_s if smoke else self.budget_s
@@ -210,6 +214,7 @@ ROWS = (
         "CG and IC(0)-PCG on the same systems (IC(0) through a host callback)",
         ("benchmark", "scene", "method", "iterations", "seconds", "setup_seconds", "converged"),
         needs_s=40,
+        smoke_fast_compile=False,
     ),
     Row(
         "insr_step",
@@ -271,6 +276,7 @@ ROWS = (
         "CG and IC(0)-PCG on the same systems",
         ("benchmark", "scene", "method", "iterations", "seconds", "converged", "valid_loss"),
         needs_s=60,
+        smoke_fast_compile=False,
     ),
     Row(
         "insr_elasticity",

@@ -46,11 +46,12 @@ DEFAULT_LIMIT_S = {False: 470.0, True: 600.0}
 SMOKE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
 
-def child_environment(smoke: bool) -> dict[str, str]:
+def child_environment(fast_compile: bool) -> dict[str, str]:
     """The rows' environment: the checkout first on the path, JAX allocating on
-    demand (PyTorch shares the device in the neuraloperator row), no plots shown."""
+    demand (PyTorch shares the device in the neuraloperator row), no plots shown;
+    `SMOKE_XLA_FLAGS` with `fast_compile`."""
     env = dict(os.environ)
-    if smoke:
+    if fast_compile:
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {SMOKE_XLA_FLAGS}".strip()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -104,7 +105,7 @@ class Suite:
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=child_environment(self.smoke),
+            env=child_environment(self.smoke and row.smoke_fast_compile),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self.log,
