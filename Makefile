@@ -37,3 +37,10 @@ lint: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The GPU suite (docs/benchmarks.md, "GPU suite"): both parts, results under GPU_OUT.
+GPU_OUT ?= runs/gpu
+.PHONY: gpu
+gpu: $(STAMP)
+	$(BIN)/python -m benchmarks.gpu --part speed --out $(GPU_OUT)/speed
+	$(BIN)/python -m benchmarks.gpu --part paper --out $(GPU_OUT)/paper

@@ -16,7 +16,7 @@ callbacks, which the timings include).
 
 usage: python -m benchmarks.dcdm [--quick] [--dim 2] [--train-resolution 64]
        [--steps 2000] [--resolutions 64 128 256] [--seeds 101] [--max-steps 2000]
-       [--factor 9] [--n-orthogonal 2] [--model paper|symmetric]
+       [--factor 9] [--n-orthogonal 2] [--model paper|symmetric] [--methods dcdm cg ic0]
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ def main(argv=None):
         default="paper",
         help="the paper's network, or the symmetric linear NᵀN (no label channels)",
     )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="solvers to evaluate (default: the config's, dcdm cg jacobi ic0 mic0 amg)",
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     args = parser.parse_args(argv)
@@ -73,6 +79,8 @@ def main(argv=None):
     config.model.kind = args.model
     if args.model == "symmetric":
         config.model.label_channels = False
+    if args.methods is not None:
+        config.eval.methods = tuple(args.methods)
     if args.n_orthogonal is not None:
         config.eval.n_orthogonal = args.n_orthogonal
     workdir = (

@@ -217,8 +217,11 @@ def _torch_tfno_step(size, hidden, modes, batch, n_layers):
         rank=0.1,
         implementation="factorized",
     )
+    # on the GPU when PyTorch sees one (the `.item()` below waits for the step)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(batch, 1, size, size)
+    x = torch.randn(batch, 1, size, size, device=device)
     y = torch.roll(x, 3, dims=-1)
 
     def step():
@@ -232,7 +235,11 @@ def _torch_tfno_step(size, hidden, modes, batch, n_layers):
     n_params = sum(
         p.numel() * (2 if p.is_complex() else 1) for p in model.parameters() if p.requires_grad
     )
-    info = {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}
+    info = {
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "torch_device": device,
+    }
     return (step, n_params, info), None
 
 

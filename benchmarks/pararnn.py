@@ -78,6 +78,13 @@ def bench_one(cell_name: str, length: int, hidden: int, batch: int, repeats: int
     key_cell, key_x = jax.random.split(jax.random.key(0))
     sequential, newton = _layers(cell_name, hidden, key_cell)
     xs = jax.random.normal(key_x, (batch, length, hidden), jnp.float32)
+    return compare_layers(sequential, newton, xs, repeats)
+
+
+def compare_layers(sequential: RNN, newton: RNN, xs, repeats: int) -> dict:
+    """Forward and forward+backward seconds of two `RNN` layers on the batch `xs`
+    `(batch, length, input)`, Newton's iterations and fallbacks, their largest
+    output difference and the speed-ups (sequential time / Newton time)."""
     forward = eqx.filter_jit(_forward)
     forward_backward = eqx.filter_jit(_forward_backward)
     record = {}

@@ -1,0 +1,4 @@
+from benchmarks.gpu._suite import main
+
+
+raise SystemExit(main())

@@ -1,0 +1,149 @@
+"""`--part paper`: the experiments whose claims need scale, each cut to fit.
+
+Each function is one row of `_rows.ROWS` (`run(smoke, clock)`); it runs the
+experiment's own task code at the suite's sizes and prints JSON lines as
+results arrive (one per trained model, per solve, per scene).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks._common import emit
+from benchmarks.gpu._rows import Clock
+from benchmarks.gpu._speed import run_dcdm
+
+
+NS_MODELS = ("dense", "joint:0.001", "mg1-p8-tucker:0.1")
+
+
+def ns_turbulent(smoke: bool, clock: Clock) -> None:
+    """Dense FNO, the 160× joint Tucker TFNO and MG-TFNO on one scarce
+    training set of developed turbulence generated on the device, trained long
+    enough for the dense model to overfit (the paper's regime), one line per
+    model as it finishes.
+
+    The zero-shot 256² test is off: in-process generation uses one time step
+    for both grids, and the 128² step is not stable at 256²
+    (`experiments/configs/ns_turbulent.py`)."""
+    from experiments.configs import ns_turbulent as configs
+    from experiments.tasks import ns_turbulent as task
+    from experiments.tasks.operators_ns import data_from_config
+    from experiments.tasks.operators_table import train_model
+
+    config = configs.get_config("tiny" if smoke else None)
+    n_train = 8 if smoke else 250
+    with config.unlocked():
+        config.data.path = config.data.test_path = config.data.path_2x = ""
+        config.data.super_resolution = False
+        config.data.n_test = 4 if smoke else 64
+        config.memory_devices = 1
+        config.train.progress = False
+        if not smoke:
+            config.train.steps = 2000
+            config.train.eval_every = 2000
+            config.train.checkpoint_every = 2000
+    sized = task.size_config(config, n_train)
+    start = time.perf_counter()
+    data = data_from_config(sized)
+    emit(
+        {
+            "model": "data",
+            "n_train": n_train,
+            "n_test": int(config.data.n_test),
+            "resolution": int(config.data.resolution),
+            "seconds": time.perf_counter() - start,
+        }
+    )
+    dense_params = None
+    # the smoke run skips the joint TFNO: the same `train_model` path as the others
+    specs = NS_MODELS[::2] if smoke else NS_MODELS
+    with tempfile.TemporaryDirectory() as workdir:
+        for spec in specs:
+            start = time.perf_counter()
+            row = train_model(sized, spec, data, task.model_dir(Path(workdir), n_train, spec))
+            dense_params = dense_params or row["n_params"]
+            emit(
+                {
+                    "model": spec,
+                    "n_train": n_train,
+                    "steps": int(config.train.steps),
+                    **row,
+                    "compression": dense_params / row["n_params"],
+                    "seconds": time.perf_counter() - start,
+                }
+            )
+
+
+def dcdm_3d(smoke: bool, clock: Clock) -> None:
+    """DCDM trained on a 64³ scene, evaluated at 64³ and 128³ against CG and IC(0)."""
+    run_dcdm(
+        "--dim 3 --train-resolution 64 --steps 1500 --n-ritz 800 --n-rhs 1000 "
+        "--resolutions 64 128 --max-steps 2000",
+        smoke,
+    )
+
+
+def insr_elasticity(smoke: bool, clock: Clock) -> None:
+    """The elasticity stretch at the paper's field size (SIREN 3×68, 20,000
+    points, four load steps): the task's representations stepped by the same
+    integrator and solver, one line each as it finishes (INSR first, then the
+    exact-field floor and the P1 / P2 meshes of the SIREN's memory), each with
+    its error against the analytic stretch (`experiments.tasks.insr_elasticity`)."""
+    import equinox as eqx
+    import jax
+    import numpy as np
+
+    from experiments.configs import insr_elasticity as configs
+    from experiments.tasks import insr_elasticity as task
+    from sciml import insr
+
+    config = configs.get_config("tiny" if smoke else None)
+    scene = config.problem.scene
+    with jax.enable_x64(True):
+        problem, field, integrator, initial, dt, t1 = task.build(config)
+        n_steps = insr.number_of_steps(0.0, t1, dt)
+        key_init, key_run, key_ref = jax.random.split(jax.random.key(config.seed + 1), 3)
+        x = task.grid_points(problem, int(config.eval.n_grid))
+        n_params = sum(a.size for a in jax.tree_util.tree_leaves(eqx.filter(field, eqx.is_array)))
+        start = time.perf_counter()
+        fit = eqx.filter_jit(insr.fit_initial)(field, problem, initial, key=key_init, throw=False)
+        emit({"representation": "initial fit", "seconds": time.perf_counter() - start})
+
+        def mesh(make):
+            values = make(problem, int(n_params))
+            if scene == "column":  # the initial condition at the nodes
+                values = task.interpolate(values, problem.initial_condition)
+            return values
+
+        representations = {
+            "INSR (SIREN)": (lambda: fit.value, key_run),
+            "floor (exact field)": (lambda: task.exact_field(problem, scene), key_ref),
+            "P1 mesh": (lambda: mesh(task.p1_field), key_ref),
+            "P2 mesh": (lambda: mesh(task.p2_field), key_ref),
+        }
+        if scene == "floor":  # no exact field to compare with
+            del representations["floor (exact field)"]
+        if smoke:  # the same loop, two of its four compilations
+            representations = {k: representations[k] for k in ("INSR (SIREN)", "P1 mesh")}
+        for name, (make, key) in representations.items():
+            field0 = make()
+            start = time.perf_counter()
+            # the task's own stepping call (jitted `integrate`, every step saved)
+            sol = task._run(field0, integrator, problem, dt, t1, key)
+            jax.block_until_ready(sol.stats["loss"])
+            seconds = time.perf_counter() - start
+            unknowns = jax.tree_util.tree_leaves(eqx.filter(field0, eqx.is_inexact_array))
+            emit(
+                {
+                    "representation": name,
+                    "scene": scene,
+                    "error": task.scene_error(problem, scene, sol.value, x, dt, n_steps),
+                    "unknowns": int(sum(a.size for a in unknowns)),
+                    "seconds_per_step": seconds / n_steps,
+                    "failed_steps": int(sol.stats["num_failed_steps"]),
+                    "mean_iterations": float(np.mean(np.asarray(sol.stats["iterations"]))),
+                }
+            )

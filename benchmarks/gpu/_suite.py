@@ -1,0 +1,238 @@
+"""The suite's driver: one subprocess per row, each inside its time budget.
+
+usage: python -m benchmarks.gpu --out DIR [--part speed|paper|all] [--smoke]
+           [--limit SECONDS] [--rows NAME ...] [--budget-scale F]
+
+For every row in turn: if less than the time it needs is left of `--limit`,
+it is skipped with a note; otherwise it runs in `python -m
+benchmarks.gpu._child` with a timeout of `min(its budget, time left)`; on
+timeout the row's process group gets SIGTERM, then SIGKILL. Its JSON lines are
+appended to `DIR/results.jsonl` while it runs (with `row` and `part` added),
+then one status line (`status`: `ok`, `skipped`, `timeout` or `failed`,
+`seconds`, `budget_s`, `note`, and `cpu_s`, the CPU seconds of the row's
+processes that were waited for), and `DIR/results.md` is rewritten. Standard
+error of every row goes to `DIR/log.txt`. The driver itself never imports
+JAX, so the device is free for each row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.gpu._child import SKIPPED_EXIT
+from benchmarks.gpu._rows import ROWS, Row, rows_of
+from benchmarks.gpu._table import markdown
+
+
+ROOT = Path(__file__).resolve().parents[2]
+STOP_GRACE_S = 10.0  # between SIGTERM and SIGKILL
+RESERVE_S = STOP_GRACE_S + 5.0  # kept back from the limit: stopping a row, writing the table
+# full size: under 8 minutes; --smoke: about 2 minutes on a quiet 2-core CPU
+DEFAULT_LIMIT_S = {False: 470.0, True: 600.0}
+
+
+# --smoke: the same programs, compiled by XLA's CPU backend without its costly
+# optimisations (a third less compile time; smoke numbers are not results)
+SMOKE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
+
+def child_environment(fast_compile: bool) -> dict[str, str]:
+    """The rows' environment: the checkout first on the path, JAX allocating on
+    demand (PyTorch shares the device in the neuraloperator row), no plots shown;
+    `SMOKE_XLA_FLAGS` with `fast_compile`."""
+    env = dict(os.environ)
+    if fast_compile:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {SMOKE_XLA_FLAGS}".strip()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    env.setdefault("MPLBACKEND", "Agg")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Suite:
+    """Runs rows one after the other and writes their results under `out`."""
+
+    def __init__(self, out: Path, *, part: str, smoke: bool, limit: float, scale: float):
+        self.out, self.part, self.smoke, self.limit, self.scale = out, part, smoke, limit, scale
+        self.started = time.monotonic()
+        self.records: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
+        out.mkdir(parents=True, exist_ok=True)
+        self.results = open(out / "results.jsonl", "a", encoding="utf-8")
+        self.log = open(out / "log.txt", "a", encoding="utf-8")
+
+    def close(self) -> None:
+        self.results.close()
+        self.log.close()
+
+    def left(self) -> float:
+        return self.limit - (time.monotonic() - self.started) - RESERVE_S
+
+    def write(self, row: Row, record: dict[str, Any]) -> None:
+        record = {"row": row.name, "part": row.part, **record}
+        self.records.append(record)
+        self.results.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+        self.results.flush()
+
+    def run(self, row: Row) -> dict[str, Any]:
+        """Runs `row` (or skips it) and writes its status line; returns the status."""
+        budget = row.budget(self.smoke) * self.scale
+        needs = row.needs(self.smoke) * self.scale
+        left = self.left()
+        if left < needs:
+            note = f"skipped: needs about {needs:.0f} s, {max(left, 0):.0f} s of the limit left"
+            return self.status(row, "skipped", budget, note, seconds=0.0, cpu_s=0.0)
+        timeout = min(budget, left)
+        # the row plans its sweeps to end a little before it would be stopped
+        deadline = time.time() + 0.9 * timeout
+        command = [sys.executable, "-m", "benchmarks.gpu._child", row.run]
+        command += ["--deadline", f"{deadline:.3f}"] + (["--smoke"] if self.smoke else [])
+        self.log.write(f"\n===== {row.name} (budget {timeout:.0f} s) =====\n")
+        self.log.flush()
+        start, cpu = time.monotonic(), _children_cpu_seconds()
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=child_environment(self.smoke and row.smoke_fast_compile),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            start_new_session=True,  # its own process group, stopped as a whole
+        )
+        notes: list[str] = []
+        # a daemon: a process outside the group holding the pipe cannot keep the suite alive
+        reader = threading.Thread(target=self._read, args=(row, process.stdout, notes), daemon=True)
+        reader.start()
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        _stop(process)  # after a finished row: whatever it left in its group
+        reader.join(timeout=STOP_GRACE_S)
+        done = dict(seconds=time.monotonic() - start, cpu_s=_children_cpu_seconds() - cpu)
+        measured = sum(1 for r in self.records if r["row"] == row.name and "status" not in r)
+        if code is None:
+            note = f"stopped at its budget of {timeout:.0f} s; {measured} measurement(s) kept"
+            return self.status(row, "timeout", timeout, note, **done)
+        if code == SKIPPED_EXIT:
+            return self.status(row, "skipped", timeout, " ".join(notes), **done)
+        if code != 0:
+            note = f"exit code {code}: {_last_error(self.out / 'log.txt')}"
+            return self.status(row, "failed", timeout, note, **done)
+        return self.status(row, "ok", timeout, "" if measured else "no measurement", **done)
+
+    def _read(self, row: Row, stream, notes: list[str]) -> None:
+        """Writes each JSON line of the row as it arrives; other lines go to the log."""
+        for line in stream:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if not isinstance(record, dict):
+                self.log.write(line)
+            elif "skipped" in record:
+                notes.append(str(record["skipped"]))
+            else:
+                self.write(row, record)
+        stream.close()
+
+    def status(
+        self, row: Row, status: str, budget: float, note: str, *, seconds: float, cpu_s: float
+    ) -> dict:
+        record = {
+            "status": status,
+            "seconds": seconds,
+            "cpu_s": cpu_s,
+            "budget_s": budget,
+            "note": note,
+        }
+        self.write(row, record)
+        self.rows.append(row)
+        print(f"{row.name}: {status} ({seconds:.0f} s) {note}", file=sys.stderr, flush=True)
+        (self.out / "results.md").write_text(
+            markdown(self.records, self.rows, part=self.part, smoke=self.smoke), encoding="utf-8"
+        )
+        return record
+
+
+def _children_cpu_seconds() -> float:
+    """User + system CPU seconds of the finished (waited-for) child processes."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the row's process group, SIGKILL to what is left after a grace period."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the group is gone
+        pass
+    process.wait()
+
+
+def _last_error(log: Path, chars: int = 600) -> str:
+    """The end of the log (the failed row's traceback), on one line."""
+    text = log.read_text(encoding="utf-8", errors="replace")[-chars:]
+    return " ".join(text.split())
+
+
+def main(argv=None) -> int:
+    import benchmarks.gpu
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu",
+        description=(benchmarks.gpu.__doc__ or "").splitlines()[0],
+    )
+    parser.add_argument("--out", type=Path, required=True, help="results directory")
+    parser.add_argument("--part", choices=("speed", "paper", "all"), default="all")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code paths")
+    parser.add_argument(
+        "--limit",
+        type=float,
+        default=None,
+        help="seconds for the whole run (470 a part, 940 for all; smoke 600)",
+    )
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        default=None,
+        choices=[row.name for row in ROWS],
+        metavar="ROW",
+        help="run only these rows: " + ", ".join(row.name for row in ROWS),
+    )
+    parser.add_argument(
+        "--budget-scale", type=float, default=1.0, help="multiplies every row's budget"
+    )
+    args = parser.parse_args(argv)
+    if args.budget_scale <= 0:
+        parser.error(f"--budget-scale must be positive, got {args.budget_scale}")
+    limit = args.limit
+    if limit is None:  # `--part all` at full size: both parts' time
+        limit = DEFAULT_LIMIT_S[args.smoke] * (2 if args.part == "all" and not args.smoke else 1)
+    rows = [row for row in rows_of(args.part) if args.rows is None or row.name in args.rows]
+    suite = Suite(args.out, part=args.part, smoke=args.smoke, limit=limit, scale=args.budget_scale)
+    try:
+        statuses = [suite.run(row) for row in rows]
+    finally:
+        suite.close()
+    failed = [row.name for row, s in zip(rows, statuses) if s["status"] == "failed"]
+    print(f"results in {args.out}; failed rows: {failed or 'none'}", file=sys.stderr)
+    return 1 if failed else 0
