@@ -41,6 +41,7 @@ import numpy as np
 import optimistix as optx
 
 from sciml import insr
+from sciml.experiment import check_config
 from sciml.solution import RESULTS
 
 
@@ -396,3 +397,17 @@ def _outline(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The boundary polygon of an `(n, n, 2)` grid of (cell-midpoint) positions."""
     ring = np.concatenate([q[:, 0], q[-1, 1:], q[-2::-1, -1], q[0, -2::-1]])
     return ring[:, 0], ring[:, 1]
+
+
+def validate_config(config) -> None:
+    """Field, solver and evaluation sizes and choices, checked by the runner
+    before anything is written."""
+    check_config(
+        config,
+        positive=(
+            "field.width", "field.hidden_layers", "solver.n_points", "solver.n_boundary",
+            "solver.max_steps", "initial.max_steps", "eval.n_grid", "eval.snapshots",
+        ),
+        positive_numbers=("field.omega0",),
+        choices={"field.name": FIELDS, "solver.name": SOLVERS, "problem.scene": insr.SCENES},
+    )  # fmt: skip

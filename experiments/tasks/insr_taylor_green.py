@@ -39,6 +39,7 @@ import numpy as np
 import optimistix as optx
 
 from sciml import insr
+from sciml.experiment import check_config
 from sciml.solution import RESULTS
 from solvers.semi_lagrangian import SemiLagrangian, periodic_grid
 from solvers.stepping import rollout
@@ -247,3 +248,17 @@ def train_and_evaluate(config, workdir) -> dict:
     fig.savefig(workdir / "plots" / "errors.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     return summary
+
+
+def validate_config(config) -> None:
+    """Field, solver and evaluation sizes and choices, checked by the runner
+    before anything is written."""
+    check_config(
+        config,
+        positive=(
+            "field.width", "field.hidden_layers", "solver.n_points", "solver.n_boundary",
+            "solver.max_steps", "initial.max_steps", "eval.n_nodes", "eval.floor_nodes", "eval.snapshots",
+        ),
+        positive_numbers=("problem.dt", "problem.t1", "field.omega0"),
+        choices={"field.name": FIELDS, "solver.name": SOLVERS, "problem.name": PROBLEMS, "projection": PROJECTIONS},
+    )  # fmt: skip

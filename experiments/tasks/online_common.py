@@ -20,7 +20,14 @@ import jax
 import ml_collections
 import numpy as np
 
-from sciml.experiment import config_json, count_params, fingerprint, plot_loss, readable_log_ticks
+from sciml.experiment import (
+    check_config,
+    config_json,
+    count_params,
+    fingerprint,
+    plot_loss,
+    readable_log_ticks,
+)
 from sciml.online import (
     FIFO,
     FIRO,
@@ -240,3 +247,22 @@ def online_summary(result: Any, n_params: int, seconds: float) -> dict[str, Any]
         {k[len("eval_") :]: v for k, v in result.fit.metrics.items() if k.startswith("eval_")}
     )
     return summary
+
+
+def validate_online_config(config) -> None:
+    """The study, buffer and launcher blocks of an online config, checked by
+    the runner before anything is written (its tasks' `validate_config`)."""
+    check_config(
+        config,
+        positive=(
+            "study.n_runs", "study.n_steps", "study.concurrency", "study.runs_per_job",
+            "study.n_validation", "study.max_attempts", "buffer.capacity",
+        ),
+        non_negative=("buffer.min_new_per_batch", "buffer.watermark", "buffer.reads"),
+        positive_numbers=("study.timeout",),
+        choices={
+            "study.sampler": ("monte_carlo", "latin_hypercube", "halton", "sobol"),
+            "buffer.kind": ("reservoir", "firo", "fifo"),
+            "launcher.kind": ("local", "slurm"),
+        },
+    )  # fmt: skip
