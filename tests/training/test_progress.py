@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from sciml.training import LineProgress, fit
-from sciml.training import _progress
+from sciml.training import LineProgress, _progress, fit
 
 
 class Clock:
