@@ -100,8 +100,12 @@ def run_online(
     seconds = time.perf_counter() - start
     plot_dir = workdir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    plot_loss(
-        workdir / "metrics.jsonl", plot_dir, run_name=config.name, loss_name=config.train.loss
+    plot_loss(  # the training loss alone: validation.png shows the validation error
+        workdir / "metrics.jsonl",
+        plot_dir,
+        run_name=config.name,
+        loss_name=config.train.loss,
+        eval_metrics=(),
     )
     plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
     surrogate.plot(result.model, result.validation, plot_dir)
@@ -205,6 +209,11 @@ def plot_study(metrics_path: Path, plot_dir: Path, *, run_name: str) -> None:
         axes[1].semilogy(
             [received[i] for i in keep], [evals[i][metric] for i in keep], "o-", color="C1"
         )
+        if "persistence_rel_l2" in evals[0]:
+            axes[1].axhline(
+                evals[0]["persistence_rel_l2"], color="0.5", ls="--", label="persistence"
+            )
+            axes[1].legend()
         axes[1].set(xlabel="samples received", ylabel="validation relative L2")
         for ax in axes:
             readable_log_ticks(ax)

@@ -4,8 +4,9 @@ Preconditioned CG with a fixed SPD preconditioner `M` is exactly
 [`solve`][sciml.dcdm.solve] with `direction_fn = M⁻¹` and `n_orthogonal ≥ 1`
 (the new direction `M⁻¹ r` A-orthogonalised against the previous one is PCG's
 `p`, and the line search is PCG's `α`), so every baseline runs through the
-same iteration, stopping rule, starting vector and float64 outer loop as DCDM:
-only the direction differs.
+same iteration, stopping rule, starting vector and outer-loop precision as
+DCDM (the dtype of `b`: float64 needs `jax.config.update("jax_enable_x64",
+True)` first): only the direction differs.
 
 Each preconditioner is a module whose `build(matrix, shape)` does the setup
 (timed) and returns a [`Preconditioner`][sciml.dcdm.Preconditioner]:
