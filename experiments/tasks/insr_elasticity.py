@@ -40,8 +40,8 @@ import lineax as lx
 import numpy as np
 import optimistix as optx
 
+from experiments.tasks.insr_common import validate_insr_config
 from sciml import insr
-from sciml.experiment import check_config
 from sciml.solution import RESULTS
 
 
@@ -402,12 +402,9 @@ def _outline(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def validate_config(config) -> None:
     """Field, solver and evaluation sizes and choices, checked by the runner
     before anything is written."""
-    check_config(
+    validate_insr_config(
         config,
-        positive=(
-            "field.width", "field.hidden_layers", "solver.n_points", "solver.n_boundary",
-            "solver.max_steps", "initial.max_steps", "eval.n_grid", "eval.snapshots",
-        ),
-        positive_numbers=("field.omega0",),
-        choices={"field.name": FIELDS, "solver.name": SOLVERS, "problem.scene": insr.SCENES},
-    )  # fmt: skip
+        positive=("eval.n_grid",),
+        positive_numbers=(),
+        choices={"problem.scene": insr.SCENES},
+    )

@@ -38,8 +38,8 @@ import lineax as lx
 import numpy as np
 import optimistix as optx
 
+from experiments.tasks.insr_common import validate_insr_config
 from sciml import insr
-from sciml.experiment import check_config
 from sciml.solution import RESULTS
 from solvers.semi_lagrangian import SemiLagrangian, periodic_grid
 from solvers.stepping import rollout
@@ -253,12 +253,9 @@ def train_and_evaluate(config, workdir) -> dict:
 def validate_config(config) -> None:
     """Field, solver and evaluation sizes and choices, checked by the runner
     before anything is written."""
-    check_config(
+    validate_insr_config(
         config,
-        positive=(
-            "field.width", "field.hidden_layers", "solver.n_points", "solver.n_boundary",
-            "solver.max_steps", "initial.max_steps", "eval.n_nodes", "eval.floor_nodes", "eval.snapshots",
-        ),
-        positive_numbers=("problem.dt", "problem.t1", "field.omega0"),
-        choices={"field.name": FIELDS, "solver.name": SOLVERS, "problem.name": PROBLEMS, "projection": PROJECTIONS},
-    )  # fmt: skip
+        positive=("eval.n_nodes", "eval.floor_nodes"),
+        positive_numbers=("problem.dt", "problem.t1"),
+        choices={"problem.name": PROBLEMS, "projection": PROJECTIONS},
+    )
