@@ -207,7 +207,11 @@ def plot_study(metrics_path: Path, plot_dir: Path, *, run_name: str) -> None:
         received = [received_at.get(s) for s in steps]
         keep = [i for i, r in enumerate(received) if r is not None]
         axes[1].semilogy(
-            [received[i] for i in keep], [evals[i][metric] for i in keep], "o-", color="C1"
+            [received[i] for i in keep],
+            [evals[i][metric] for i in keep],
+            "o-",
+            color="C1",
+            label="model",
         )
         if "persistence_rel_l2" in evals[0]:
             axes[1].axhline(
