@@ -107,6 +107,21 @@ def test_api_snippets_use_the_public_api(page):
             )
 
 
+def run_script(script: str, folder: Path) -> subprocess.CompletedProcess:
+    """`script` and the `Solution` check in a fresh interpreter, in `folder`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_ENABLE_X64", "XLA_"))}
+    env["MPLBACKEND"] = "Agg"
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", script + "\n" + _CHECK_SOLUTIONS],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 @pytest.mark.parametrize(
     "page", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW else p for p in PAGES]
 )
@@ -114,16 +129,17 @@ def test_page_snippets_run_and_succeed(page, tmp_path):
     runnable = [code for code, reason in blocks(DOCS / page) if reason is None]
     if not runnable:
         pytest.skip(f"{page}: every block is marked not run")
-    script = "\n\n".join(runnable) + "\n" + _CHECK_SOLUTIONS
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_ENABLE_X64", "XLA_"))}
-    env["MPLBACKEND"] = "Agg"
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    result = subprocess.run(
-        [sys.executable, "-W", "error::UserWarning", "-c", script],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_script("\n\n".join(runnable), tmp_path)
     assert result.returncode == 0, f"{page}: its snippets failed:\n{result.stderr[-4000:]}"
+
+
+def test_an_unsuccessful_solution_fails_the_check(tmp_path):
+    failing = (
+        "import jax.numpy as jnp\n"
+        "from sciml.dcdm import Identity, solve\n"
+        "sol = solve(lambda x: 2.0 * x - jnp.roll(x, 1) - jnp.roll(x, -1) + 0.1 * x,"
+        " jnp.arange(8.0), Identity(), rtol=1e-4, max_steps=1, throw=False)\n"
+    )
+    result = run_script(failing, tmp_path)
+    assert result.returncode != 0 and "unsuccessful Solution" in result.stderr, result.stderr
+    assert run_script(failing.replace("max_steps=1", "max_steps=50"), tmp_path).returncode == 0
