@@ -11,7 +11,13 @@ Fails (exit status 1, one line per finding) on
   stylesheets, fonts, frames, images): the site must read offline;
 - a page that has maths but no local MathJax to typeset it;
 - a tutorial whose code plots (`plt.`) but whose output holds no image (the
-  build ran with `MPLBACKEND` set, so the kernel's inline backend was off).
+  build ran with `MPLBACKEND` set, so the kernel's inline backend was off);
+- a site that cannot be read from disk (`site/index.html` opened in a browser):
+  a link (navigation or text) to a folder, which a browser shows as a directory
+  listing, or to a file that is not there; a navigation link that is not an
+  HTML file; a search box without its offline index (`search/search_index.js`,
+  written by mkdocs-material's `offline` plugin) or without the local Web
+  Worker shim that runs the search from `file://`.
 
 Usage: `python docs/check_site.py [SITE_DIR]` (default `site`).
 """
@@ -22,6 +28,7 @@ import re
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 
 _SKIP_TAGS = {"script", "style", "pre", "code", "textarea", "svg", "kbd", "samp"}
@@ -46,6 +53,10 @@ _EXTERNAL = [
     re.compile(r"[\"'](?:https?:)?//[^\"'\s]+\.(?:m?js|css|woff2?|ttf|otf)(?:\?[^\"'\s]*)?[\"']", re.I),
 ]  # fmt: skip
 _EMPTY_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']\s*[\"']", re.I)
+# What makes the search box work from disk: the index inlined into a script
+# (the offline plugin), and the Web Worker shim, loaded from the site itself.
+SEARCH_INDEX_SCRIPT = Path("search") / "search_index.js"
+_WORKER_SHIM = "iframe-worker"
 
 
 class _Page(HTMLParser):
@@ -59,10 +70,19 @@ class _Page(HTMLParser):
         self.has_math = False
         self.plots = False  # a code cell's source calls matplotlib
         self.images = 0  # images in output areas
+        self.links: list[tuple[str, bool]] = []  # (href of an <a>, is a navigation link)
+        self.scripts: list[str] = []  # src of every <script>
+        self.has_search = False  # the page has mkdocs-material's search box
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         classes = (attrs.get("class") or "").split()
+        if tag == "a" and attrs.get("href") is not None:
+            self.links.append((attrs["href"], "md-nav__link" in classes))
+        if tag == "script" and attrs.get("src"):
+            self.scripts.append(attrs["src"])
+        if attrs.get("data-md-component") == "search":
+            self.has_search = True
         if "arithmatex" in classes:
             self.has_math = True
         skip = (
@@ -101,12 +121,69 @@ def _short(text: str, n: int = 100) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def check_page(html: str, name: str, *, has_mathjax: bool) -> list[str]:
-    """The problems of one HTML page, one line each."""
+def _local_target(href: str) -> str | None:
+    """The path part of a link into the site itself; None for another host or this page."""
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc or not parts.path:
+        return None
+    return unquote(parts.path)
+
+
+def _resolve(path: str, here: Path, site: Path) -> Path:
+    """A local link's file: against the site's root when absolute, else the page's folder."""
+    return site / path.lstrip("/") if path.startswith("/") else here / path
+
+
+def check_links(page: _Page, name: str, site: Path) -> list[str]:
+    """A page read from disk: its links land on files, its search box works.
+
+    `name` is the page's path relative to `site`.
+    """
+    problems = []
+    here = (site / name).parent
+    for href, nav in page.links:
+        path = _local_target(href)
+        if path is None:
+            continue
+        target = _resolve(path, here, site)
+        if path.endswith("/") or target.is_dir():
+            problems.append(
+                f"{name}: link {href!r} goes to a folder (from disk a browser shows a directory "
+                "listing; set use_directory_urls: false)"
+            )
+        elif not target.is_file():
+            problems.append(f"{name}: link {href!r} goes to a file that is not in the site")
+        elif nav and target.suffix != ".html":
+            problems.append(f"{name}: navigation link {href!r} is not an HTML page")
+    if page.has_search:
+        shims = [
+            src for src in page.scripts if _WORKER_SHIM in src and _local_target(src) is not None
+        ]
+        if not (site / SEARCH_INDEX_SCRIPT).is_file():
+            problems.append(
+                f"{name}: has a search box but the site has no {SEARCH_INDEX_SCRIPT.as_posix()} "
+                "(enable mkdocs-material's offline plugin), so search needs a web server"
+            )
+        if not shims or not all(_resolve(_local_target(s), here, site).is_file() for s in shims):
+            problems.append(
+                f"{name}: has a search box but loads no local {_WORKER_SHIM} shim "
+                "(extra.polyfills), so search does not run from disk"
+            )
+    return problems
+
+
+def check_page(html: str, name: str, *, has_mathjax: bool, site: Path | None = None) -> list[str]:
+    """The problems of one HTML page, one line each.
+
+    With `site` (the built site's folder, `name` relative to it), also the
+    links and the search box as met from disk (see `check_links`).
+    """
     problems = []
     page = _Page()
     page.feed(html)
     page.close()
+    if site is not None:
+        problems += check_links(page, name, site)
     for raw in page.raw_math:
         problems.append(f"{name}: maths not typeset (outside an arithmatex element): {_short(raw)}")
     for stderr, pieces in page.outputs:
@@ -140,11 +217,15 @@ def check_site(site: Path) -> list[str]:
         return [f"{site}: no index.html; build the site first (mkdocs build)"]
     has_mathjax = (site / "assets" / "mathjax" / "MathJax.js").is_file()
     problems = []
+    index = site / SEARCH_INDEX_SCRIPT
+    if index.is_file() and not index.read_text(encoding="utf-8").startswith("var __index"):
+        problems.append(f"{index}: not the inlined search index the search box reads from disk")
     for path in sorted(site.rglob("*.html")):
         if "assets" in path.relative_to(site).parts:
             continue
         html = path.read_text(encoding="utf-8")
-        problems += check_page(html, str(path.relative_to(site)), has_mathjax=has_mathjax)
+        name = path.relative_to(site).as_posix()
+        problems += check_page(html, name, has_mathjax=has_mathjax, site=site)
     return problems
 
 
@@ -158,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print(f"site check: {len(problems)} problem(s) in {site}", file=sys.stderr)
         return 1
-    print(f"site check: {pages} pages OK (maths typeset, clean tutorial output, offline)")
+    print(
+        f"site check: {pages} pages OK (maths typeset, clean tutorial output, offline, "
+        "links and search work from disk)"
+    )
     return 0
 
 

@@ -13,8 +13,9 @@
 # The paper minimises it with thousands of Adam iterations per step; here the
 # default per-step solver is Levenberg–Marquardt on the per-point residuals,
 # which needs a few tens of iterations. This page advects a Gaussian pulse
-# with a SIREN field on a CPU in about a minute, compares it with the exact
-# solution and with two grids of the same memory, and checks the
+# with a SIREN field on a CPU in a few minutes (the time is printed below),
+# compares it with the exact solution and with two grids of the same memory,
+# and checks the
 # integrators on a field where the answer is known exactly.
 
 # %%
@@ -115,19 +116,19 @@ for name, cls in (("grid, upwind", UpwindCN), ("grid, central", CentralCN)):
         :, 0
     ]
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
 window = (nodes > -1.8) & (nodes < -1.0)
 left.plot(nodes[window], exact[-1][window], "k", lw=3, alpha=0.3, label="exact")
 left.plot(nodes[window], insr_values[-1][window], label="INSR (SIREN, 901 weights)")
 for name, values in grids.items():
     left.plot(nodes[window], values[-1][window], ls=":", label=f"{name} (901 nodes)")
 left.set(xlabel="x", ylabel="u", title=f"t = {t1}")
-left.legend(fontsize=8)
+left.legend()
 right.semilogy(times[1:], np.mean(np.abs(insr_values - exact), axis=1)[1:], label="INSR")
 for name, values in grids.items():
     right.semilogy(times[1:], np.mean(np.abs(values - exact), axis=1)[1:], ls=":", label=name)
 right.set(xlabel="t", ylabel="mean absolute error")
-right.legend(fontsize=8)
+right.legend()
 fig.tight_layout()
 
 # %% [markdown]

@@ -57,7 +57,7 @@ print(len(steps), {name: field.shape for name, field in steps[0].items()})
 # %% [markdown]
 # ## 2. The study
 #
-# A [`Study`](../api/online.md) names the solver by its dotted path, the
+# A [`Study`](../api/online.html) names the solver by its dotted path, the
 # parameter space and the number of runs; the runs' parameters come from a
 # seeded sampler (Monte Carlo by default; Latin hypercube, Halton and Sobol
 # are there too). Every run also gets a seed of its own, so a run that is
@@ -187,5 +187,5 @@ fig.tight_layout()
 # The trainer reads each sample several times (the reservoir reuses samples
 # while new ones arrive), and the validation error on held-out runs falls
 # below the persistence baseline. To scale out, give the study more runs and
-# more concurrent solver processes; see the [API page](../api/online.md) for
+# more concurrent solver processes; see the [API page](../api/online.html) for
 # the fault semantics and the message format.

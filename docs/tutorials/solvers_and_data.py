@@ -184,7 +184,7 @@ except ValueError as error:
 # ### Reading it back with `sciml.data`
 #
 # The library reads the format (it never imports `solvers`):
-# [`read_dataset`](../api/data.md) keeps the finished samples only, here after
+# [`read_dataset`](../api/data.html) keeps the finished samples only, here after
 # pretending that sample 5 was interrupted; `train_test_split` splits by the
 # index in the file, so the split does not move while a file is being
 # completed; `Normalizer` standardises per channel and inverts; `Batches` draws

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sciml.experiment import Experiment, count_params, train_experiment
+from sciml.experiment import Experiment, check_config, count_params, train_experiment
 from sciml.pararnn import AutoScan, Fallback, Newton, RNNModel, Sequential
 from sciml.training import read_metrics
 
@@ -168,3 +168,16 @@ def plot_curves(curves: dict[str, dict[int, float]], plot_dir: Path) -> None:
     plot_dir.mkdir(parents=True, exist_ok=True)
     fig.savefig(plot_dir / "learning_curves.png", dpi=120)
     plt.close(fig)
+
+
+def validate_config(config) -> None:
+    """Data, model and Newton settings, checked by the runner before anything is written."""
+    check_config(
+        config,
+        positive=(
+            "data.max_bytes", "data.seq_len", "data.val_windows", "model.width", "model.depth",
+            "model.num_heads", "model.mlp_ratio", "newton.max_iter",
+        ),
+        positive_numbers=("data.val_fraction",),
+        choices={"model.dtype": ("float32", "float64", "bfloat16", "float16")},
+    )  # fmt: skip

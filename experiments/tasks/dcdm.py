@@ -41,7 +41,7 @@ from sciml.dcdm import (
     ritz_dataset,
     solve,
 )
-from sciml.experiment import Experiment, train_experiment
+from sciml.experiment import ConfigError, Experiment, check_config, train_experiment
 from sciml.solution import RESULTS
 from solvers.poisson import FLUID, PoissonOperator, assemble, make_scene, random_rhs
 
@@ -283,3 +283,22 @@ def train_and_evaluate(config, workdir: Path) -> dict:
     plot_dir.mkdir(parents=True, exist_ok=True)
     plot_histories(histories, float(config.eval.rtol), plot_dir / "residuals.png")
     return {**trained.summary, "eval": results}
+
+
+def validate_config(config) -> None:
+    """Data, model and evaluation sizes and choices, checked by the runner
+    before anything is written."""
+    check_config(
+        config,
+        positive=(
+            "data.resolution", "data.n_ritz", "data.n_rhs", "data.n_valid", "model.width",
+            "model.pairs", "eval.max_steps", "eval.resolutions",
+        ),
+        non_negative=("data.n_obstacles", "eval.n_orthogonal"),
+        positive_numbers=("eval.rtol",),
+        choices={"data.dim": (2, 3), "model.kind": MODELS},
+    )  # fmt: skip
+    unknown = [m for m in config.eval.methods if m not in ("dcdm", *BASELINES)]
+    if unknown:
+        accepted = ", ".join(repr(m) for m in ("dcdm", *BASELINES))
+        raise ConfigError(f"config key 'eval.methods' holds {unknown}; accepted: {accepted}.")

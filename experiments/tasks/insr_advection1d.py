@@ -35,6 +35,7 @@ import lineax as lx
 import numpy as np
 import optimistix as optx
 
+from experiments.tasks.insr_common import validate_insr_config
 from sciml import insr
 from sciml.solution import RESULTS
 from solvers.advection import CentralCN, UpwindCN
@@ -231,3 +232,14 @@ def train_and_evaluate(config, workdir) -> dict:
     fig.savefig(workdir / "plots" / "errors.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     return summary
+
+
+def validate_config(config) -> None:
+    """Field, solver and evaluation sizes and choices, checked by the runner
+    before anything is written."""
+    validate_insr_config(
+        config,
+        positive=("eval.n_nodes",),
+        positive_numbers=("problem.dt", "problem.t1"),
+        choices={"problem.name": PROBLEMS, "integrator": tuple(INTEGRATORS)},
+    )

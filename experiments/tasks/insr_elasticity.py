@@ -40,6 +40,7 @@ import lineax as lx
 import numpy as np
 import optimistix as optx
 
+from experiments.tasks.insr_common import validate_insr_config
 from sciml import insr
 from sciml.solution import RESULTS
 
@@ -396,3 +397,14 @@ def _outline(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The boundary polygon of an `(n, n, 2)` grid of (cell-midpoint) positions."""
     ring = np.concatenate([q[:, 0], q[-1, 1:], q[-2::-1, -1], q[0, -2::-1]])
     return ring[:, 0], ring[:, 1]
+
+
+def validate_config(config) -> None:
+    """Field, solver and evaluation sizes and choices, checked by the runner
+    before anything is written."""
+    validate_insr_config(
+        config,
+        positive=("eval.n_grid",),
+        positive_numbers=(),
+        choices={"problem.scene": insr.SCENES},
+    )

@@ -28,7 +28,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from experiments.tasks.operators_common import build_model, predict
+from experiments.tasks.operators_common import build_model, predict, validate_operator_config
 from experiments.tasks.operators_ns import data_from_config
 from experiments.tasks.operators_table import (
     markdown_table,
@@ -36,7 +36,7 @@ from experiments.tasks.operators_table import (
     plot_errors_against_size,
     train_model,
 )
-from sciml.experiment import count_params, readable_log_ticks
+from sciml.experiment import check_config, count_params, readable_log_ticks
 from sciml.training import restore_model
 
 
@@ -211,3 +211,10 @@ def train_and_evaluate(config, workdir: Path) -> dict:
         + "\n"
     )
     return summary
+
+
+def validate_config(config) -> None:
+    """Data and model sizes and choices, checked by the runner before anything is written."""
+    validate_operator_config(config)
+    check_config(config, positive_numbers=("data.dt", "data.t_final", "data.viscosity"))
+    check_config(config, positive=("train_sizes",))

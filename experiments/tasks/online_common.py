@@ -20,7 +20,14 @@ import jax
 import ml_collections
 import numpy as np
 
-from sciml.experiment import config_json, count_params, fingerprint, plot_loss, readable_log_ticks
+from sciml.experiment import (
+    check_config,
+    config_json,
+    count_params,
+    fingerprint,
+    plot_loss,
+    readable_log_ticks,
+)
 from sciml.online import (
     FIFO,
     FIRO,
@@ -93,8 +100,12 @@ def run_online(
     seconds = time.perf_counter() - start
     plot_dir = workdir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    plot_loss(
-        workdir / "metrics.jsonl", plot_dir, run_name=config.name, loss_name=config.train.loss
+    plot_loss(  # the training loss alone: validation.png shows the validation error
+        workdir / "metrics.jsonl",
+        plot_dir,
+        run_name=config.name,
+        loss_name=config.train.loss,
+        eval_metrics=(),
     )
     plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
     surrogate.plot(result.model, result.validation, plot_dir)
@@ -196,8 +207,17 @@ def plot_study(metrics_path: Path, plot_dir: Path, *, run_name: str) -> None:
         received = [received_at.get(s) for s in steps]
         keep = [i for i, r in enumerate(received) if r is not None]
         axes[1].semilogy(
-            [received[i] for i in keep], [evals[i][metric] for i in keep], "o-", color="C1"
+            [received[i] for i in keep],
+            [evals[i][metric] for i in keep],
+            "o-",
+            color="C1",
+            label="model",
         )
+        if "persistence_rel_l2" in evals[0]:
+            axes[1].axhline(
+                evals[0]["persistence_rel_l2"], color="0.5", ls="--", label="persistence"
+            )
+            axes[1].legend()
         axes[1].set(xlabel="samples received", ylabel="validation relative L2")
         for ax in axes:
             readable_log_ticks(ax)
@@ -240,3 +260,22 @@ def online_summary(result: Any, n_params: int, seconds: float) -> dict[str, Any]
         {k[len("eval_") :]: v for k, v in result.fit.metrics.items() if k.startswith("eval_")}
     )
     return summary
+
+
+def validate_online_config(config) -> None:
+    """The study, buffer and launcher blocks of an online config, checked by
+    the runner before anything is written (its tasks' `validate_config`)."""
+    check_config(
+        config,
+        positive=(
+            "study.n_runs", "study.n_steps", "study.concurrency", "study.runs_per_job",
+            "study.n_validation", "study.max_attempts", "buffer.capacity",
+        ),
+        non_negative=("buffer.min_new_per_batch", "buffer.watermark", "buffer.reads"),
+        positive_numbers=("study.timeout",),
+        choices={
+            "study.sampler": ("monte_carlo", "latin_hypercube", "halton", "sobol"),
+            "buffer.kind": ("reservoir", "firo", "fifo"),
+            "launcher.kind": ("local", "slurm"),
+        },
+    )  # fmt: skip

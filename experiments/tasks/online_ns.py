@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.tasks.online_common import Surrogate, run_online
-from experiments.tasks.operators_common import build_model, predict
+from experiments.tasks.online_common import Surrogate, run_online, validate_online_config
+from experiments.tasks.operators_common import build_model, predict, validate_operator_config
 from sciml.online import Study
 from sciml.operators import h1_loss, relative_lp_loss
 
@@ -81,6 +81,7 @@ def plot_predictions(model, inputs, validation, plot_dir: Path, study: Study) ->
     import matplotlib.pyplot as plt
 
     n_steps = study.n_steps
+    interval = float(study.settings.get("interval", float("nan")))  # Δ: time between the pair
     picks = [0, n_steps // 2, validation["w"].shape[0] - 1]
     batch = {k: jnp.asarray(validation[k][picks]) for k in ("w", "w_next", "params")}
     x, y = inputs(batch)
@@ -91,15 +92,16 @@ def plot_predictions(model, inputs, validation, plot_dir: Path, study: Study) ->
         vmax = float(np.max(np.abs(truth)))
         panels = [
             (np.asarray(x[i, 0]), "input ω(t)", "RdBu_r"),
-            (truth, "truth ω(t + Δ)", "RdBu_r"),
-            (pred[i, 0], "prediction", "RdBu_r"),
-            (np.abs(pred[i, 0] - truth), "|error|", "magma"),
+            (truth, f"truth ω(t + Δ), Δ = {interval:g}", "RdBu_r"),
+            (pred[i, 0], "prediction of ω(t + Δ)", "RdBu_r"),
+            (np.abs(pred[i, 0] - truth), "|prediction − truth|", "magma"),
         ]
         for ax, (field, title, cmap) in zip(row, panels):
             kwargs = {"vmin": -vmax, "vmax": vmax} if cmap == "RdBu_r" else {}
             image = ax.imshow(field.T, origin="lower", cmap=cmap, **kwargs)
             ax.set(title=title, xticks=[], yticks=[])
-            fig.colorbar(image, ax=ax, fraction=0.046)
+            bar = fig.colorbar(image, ax=ax, fraction=0.046)
+            bar.set_label("|ω error|" if cmap == "magma" else "vorticity ω")
         run, step = int(validation["run"][picks[i]]), int(validation["step"][picks[i]])
         nu = float(validation["params"][picks[i]][study.space.names.index("viscosity")])
         row[0].set_ylabel(f"validation run {run}, step {step}\nν = {nu:.2e}")
@@ -124,3 +126,10 @@ def surrogate(config, study: Study) -> Surrogate:
 
 def train_and_evaluate(config, workdir) -> dict:
     return run_online(config, Path(workdir), surrogate)[1]
+
+
+def validate_config(config) -> None:
+    """The online blocks and the model sizes, checked by the runner before
+    anything is written."""
+    validate_online_config(config)
+    validate_operator_config(config, data=False)

@@ -36,8 +36,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks import online_heat, online_ns
-from experiments.tasks.online_common import Surrogate, run_online, study_from_config
-from sciml.experiment import Experiment, readable_log_ticks, train_experiment
+from experiments.tasks.online_common import (
+    Surrogate,
+    run_online,
+    study_from_config,
+    validate_online_config,
+)
+from sciml.experiment import Experiment, check_config, readable_log_ticks, train_experiment
 from sciml.online import Study, offline_data, validation_data
 from sciml.training import read_metrics
 
@@ -187,3 +192,10 @@ def train_and_evaluate(config, workdir) -> dict:
         "offline_final_loss": offline["final_loss"],
         "online_final_loss": online["final_loss"],
     }
+
+
+def validate_config(config) -> None:
+    """The online blocks and the model sizes, checked by the runner before
+    anything is written."""
+    validate_online_config(config)
+    check_config(config, positive=("offline.n_runs",))

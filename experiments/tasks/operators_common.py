@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.configs._operators import model_config as model_config
-from sciml.experiment import Experiment
+from sciml.experiment import Experiment, check_config
 from sciml.operators import FNO, MGTFNO, h1_loss, relative_lp_loss
 from sciml.training import peak_memory_bytes
 
@@ -356,4 +356,19 @@ def build_experiment(
             data, periodic=periodic, domain_length=domain_length, domain_length_2x=domain_length_2x
         ),
         plot=lambda model, plot_dir: plot_predictions(model, data, plot_dir, labels=labels),
+    )
+
+
+def validate_operator_config(config, *, data: bool = True) -> None:
+    """The `model_config` block of an operator config and, with `data`, its
+    data sizes; checked by the runner before anything is written (its tasks'
+    `validate_config`)."""
+    from sciml.operators._ranks import FACTORIZATIONS
+
+    check_config(
+        config,
+        positive=("model.n_modes", "model.hidden_channels", "model.n_layers", "model.levels")
+        + (("data.n_train", "data.n_test", "data.resolution") if data else ()),
+        positive_numbers=("model.rank",),
+        choices={"model.kind": ("fno", "mgtfno"), "model.factorization": FACTORIZATIONS},
     )

@@ -17,7 +17,12 @@ import functools
 
 import numpy as np
 
-from experiments.tasks.operators_common import OperatorData, arrays_from_files, build_experiment
+from experiments.tasks.operators_common import (
+    OperatorData,
+    arrays_from_files,
+    build_experiment,
+    validate_operator_config,
+)
 from sciml.experiment import Experiment, train_experiment
 
 
@@ -61,3 +66,8 @@ def build(config) -> Experiment:
 
 def train_and_evaluate(config, workdir) -> dict:
     return train_experiment(build(config), config, workdir).summary
+
+
+def validate_config(config) -> None:
+    """Data and model sizes and choices, checked by the runner before anything is written."""
+    validate_operator_config(config)

@@ -16,8 +16,13 @@ import functools
 
 import numpy as np
 
-from experiments.tasks.operators_common import OperatorData, arrays_from_files, build_experiment
-from sciml.experiment import Experiment, train_experiment
+from experiments.tasks.operators_common import (
+    OperatorData,
+    arrays_from_files,
+    build_experiment,
+    validate_operator_config,
+)
+from sciml.experiment import Experiment, check_config, train_experiment
 
 
 @functools.lru_cache(maxsize=4)
@@ -91,3 +96,9 @@ def build(config) -> Experiment:
 
 def train_and_evaluate(config, workdir) -> dict:
     return train_experiment(build(config), config, workdir).summary
+
+
+def validate_config(config) -> None:
+    """Data and model sizes and choices, checked by the runner before anything is written."""
+    validate_operator_config(config)
+    check_config(config, positive_numbers=("data.dt", "data.t_final", "data.viscosity"))

@@ -39,9 +39,13 @@ from pathlib import Path
 import jax
 import ml_collections
 
-from experiments.tasks.operators_common import build_model, train_step_memory
+from experiments.tasks.operators_common import (
+    build_model,
+    train_step_memory,
+    validate_operator_config,
+)
 from experiments.tasks.operators_ns import data_from_config, experiment
-from sciml.experiment import count_params, readable_log_ticks, train_experiment
+from sciml.experiment import check_config, count_params, readable_log_ticks, train_experiment
 from sciml.training import make_optimizer
 
 
@@ -206,3 +210,9 @@ def train_and_evaluate(config, workdir: Path) -> dict:
         row = {**row, "compression": dense_params / row["n_params"]}
         summary.update({f"{spec}.{k}": v for k, v in row.items()})
     return summary
+
+
+def validate_config(config) -> None:
+    """Data and model sizes and choices, checked by the runner before anything is written."""
+    validate_operator_config(config)
+    check_config(config, positive_numbers=("data.dt", "data.t_final", "data.viscosity"))

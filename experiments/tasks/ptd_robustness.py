@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from sciml.experiment import Experiment, train_experiment
+from sciml.experiment import Experiment, check_config, train_experiment
 from sciml.ssm import (
     S4D,
     diagonal_system,
@@ -214,3 +214,15 @@ def train_and_evaluate(config, workdir) -> dict:
     fig.savefig(plot_dir / "accuracy.png", dpi=120)
     plt.close(fig)
     return summary
+
+
+def validate_config(config) -> None:
+    """Data and model sizes, checked by the runner before anything is written."""
+    check_config(
+        config,
+        positive=(
+            "data.length", "data.n_classes", "data.n_test", "model.d_model", "model.n_layers",
+            "model.state_size", "plot_sizes",
+        ),
+        positive_numbers=("model.dt_min", "model.dt_max"),
+    )  # fmt: skip

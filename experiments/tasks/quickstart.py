@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sciml.experiment import Experiment, train_experiment
+from sciml.experiment import Experiment, check_config, train_experiment
 
 
 def heat_data(key, n: int, resolution: int, n_modes: int, diffusivity: float, t_final: float):
@@ -90,3 +90,15 @@ def build(config) -> Experiment:
 def train_and_evaluate(config, workdir: Path) -> dict:
     """Trains the MLP with the standard loop; the summary holds `test_rel_l2`."""
     return train_experiment(build(config), config, workdir).summary
+
+
+def validate_config(config) -> None:
+    """The data and model sizes, checked by the runner before anything is written."""
+    check_config(
+        config,
+        positive=(
+            "data.n_train", "data.n_test", "data.resolution", "data.n_modes",
+            "model.width", "model.depth",
+        ),
+        positive_numbers=("data.diffusivity", "data.t_final"),
+    )  # fmt: skip

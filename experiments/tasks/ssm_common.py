@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from sciml.experiment import Experiment
+from sciml.experiment import Experiment, check_config
 from sciml.ssm import SequenceModel, ssm_labels
 
 
@@ -127,4 +127,18 @@ def sequence_experiment(config, kind: str) -> Experiment:
         batch_fn=batch_fn,
         evaluate=evaluate,
         label_fn=ssm_labels,
+    )
+
+
+def validate_sequence_config(config, *, classes: bool) -> None:
+    """The data and model sizes of an S4D / S5 config, checked by the runner
+    before anything is written (its tasks' `validate_config`)."""
+    check_config(
+        config,
+        positive=(
+            ("data.length", "data.n_test", "model.d_model", "model.state_size", "model.n_layers")
+            + (("data.n_classes",) if classes else ())
+        ),
+        positive_numbers=("model.dt_min", "model.dt_max"),
+        choices={"model.layer": ("s4d", "s5"), "model.discretization": ("zoh", "bilinear")},
     )

@@ -1,6 +1,6 @@
 """Recall the first token with an S4D or S5 model (see `ssm_common`)."""
 
-from experiments.tasks.ssm_common import sequence_experiment
+from experiments.tasks.ssm_common import sequence_experiment, validate_sequence_config
 from sciml.experiment import train_experiment
 
 
@@ -10,3 +10,8 @@ def build(config):
 
 def train_and_evaluate(config, workdir):
     return train_experiment(build(config), config, workdir).summary
+
+
+def validate_config(config):
+    """Data and model sizes, checked by the runner before anything is written."""
+    validate_sequence_config(config, classes=True)

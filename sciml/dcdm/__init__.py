@@ -26,6 +26,7 @@ from ._network import (
     network_input as network_input,
     upsample2 as upsample2,
 )
+from ._precision import PrecisionWarning as PrecisionWarning, reachable_rtol as reachable_rtol
 from ._ritz import (
     lanczos as lanczos,
     low_count as low_count,

@@ -4,14 +4,17 @@ Preconditioned CG with a fixed SPD preconditioner `M` is exactly
 [`solve`][sciml.dcdm.solve] with `direction_fn = M⁻¹` and `n_orthogonal ≥ 1`
 (the new direction `M⁻¹ r` A-orthogonalised against the previous one is PCG's
 `p`, and the line search is PCG's `α`), so every baseline runs through the
-same iteration, stopping rule, starting vector and float64 outer loop as DCDM:
-only the direction differs.
+same iteration, stopping rule, starting vector and outer-loop precision as
+DCDM (the dtype of `b`: float64 needs `jax.config.update("jax_enable_x64",
+True)` first): only the direction differs.
 
 Each preconditioner is a module whose `build(matrix, shape)` does the setup
 (timed) and returns a [`Preconditioner`][sciml.dcdm.Preconditioner]:
 
-- [`Identity`][sciml.dcdm.Identity]: `M = I`, plain CG.
-- [`Jacobi`][sciml.dcdm.Jacobi]: `M = diag(A)` (in JAX).
+- [`Identity`][sciml.dcdm.Identity]: `M = I`, plain CG; needs no matrix
+  (`Identity()` is itself a direction function).
+- [`Jacobi`][sciml.dcdm.Jacobi]: `M = diag(A)` (in JAX); matrix-free with
+  `Jacobi.from_diagonal(diagonal)`.
 - [`IncompleteCholesky`][sciml.dcdm.IncompleteCholesky]: IC(0) or modified
   IC(0) with the sparsity of `A`. Neither scipy (its `spilu` is a threshold
   ILU of SuperLU, not IC(0)) nor pyamg provide an incomplete Cholesky, so the
@@ -51,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from .._custom_types import Real
 
@@ -69,6 +72,17 @@ class Preconditioner(eqx.Module):
 
     def __call__(self, r: Float[Array, "*grid"]) -> Float[Array, "*grid"]:
         return self.apply(r)
+
+
+def _require_matrix(name: str, matrix) -> None:
+    """A clear error for a preconditioner that needs `A`'s entries, given none."""
+    if matrix is None or callable(matrix) or not hasattr(matrix, "shape"):
+        raise ValueError(
+            f"{name} needs the assembled matrix (a scipy.sparse matrix or an array) as "
+            f"`matrix`, got {type(matrix).__name__}. With a matrix-free operator use "
+            "Identity() (plain CG) or Jacobi.from_diagonal(diagonal) (the diagonal of A on "
+            "the grid), or assemble A first."
+        )
 
 
 def _active(matrix, shape) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -107,23 +121,57 @@ def _host(fn, active, shape):
 
 
 class Identity(eqx.Module):
-    """`M = I`: `solve` with these directions is conjugate gradients."""
+    """`M = I`: `solve` with these directions is conjugate gradients.
 
-    def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
-        _active(matrix, shape)
+    Needs no matrix: pass `Identity()` itself as the `direction_fn` of
+    [`solve`][sciml.dcdm.solve] (it maps `r ↦ r`), or `Identity().build(None)`
+    where a [`Preconditioner`][sciml.dcdm.Preconditioner] is expected.
+    """
+
+    def __call__(self, r: Float[Array, "*grid"]) -> Float[Array, "*grid"]:
+        return r
+
+    def build(self, matrix=None, shape: tuple[int, ...] | None = None) -> Preconditioner:
+        if matrix is not None and not callable(matrix) and shape is not None:
+            _active(matrix, shape)
         return Preconditioner(lambda r: r, 0.0, "CG")
 
 
+def _jacobi(diagonal: np.ndarray, seconds: float) -> Preconditioner:
+    d = np.asarray(diagonal)
+    inv = jnp.asarray(np.where(d != 0, 1 / np.where(d != 0, d, 1), 0))
+    return Preconditioner(lambda r: r * inv.astype(r.dtype), seconds, "Jacobi-PCG")
+
+
 class Jacobi(eqx.Module):
-    """`M = diag(A)`, applied in JAX (zero on empty rows)."""
+    """`M = diag(A)`, applied in JAX (zero where the diagonal is zero: empty rows).
+
+    From an assembled matrix with `build(matrix, shape)`, or matrix-free from
+    the diagonal on the grid with `Jacobi.from_diagonal(diagonal)`.
+    """
 
     def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
+        _require_matrix("Jacobi.build", matrix)
         start = time.perf_counter()
         _active(matrix, shape)
         d = np.asarray(sp.csr_matrix(matrix).diagonal()).reshape(shape)
-        inv = jnp.asarray(np.where(d != 0, 1 / np.where(d != 0, d, 1), 0))
-        seconds = time.perf_counter() - start
-        return Preconditioner(lambda r: r * inv.astype(r.dtype), seconds, "Jacobi-PCG")
+        return _jacobi(d, time.perf_counter() - start)
+
+    @staticmethod
+    def from_diagonal(diagonal: Float[ArrayLike, "*grid"]) -> Preconditioner:
+        """`r ↦ r / diag(A)` from the diagonal of `A` on the grid (shape of `b`),
+        for a matrix-free operator; cells with a zero diagonal map to zero."""
+        diagonal = np.asarray(diagonal)
+        if not np.issubdtype(diagonal.dtype, np.floating) and not np.issubdtype(
+            diagonal.dtype, np.integer
+        ):
+            raise ValueError(f"`diagonal` must be a real array, got dtype {diagonal.dtype}.")
+        if not np.all(np.isfinite(diagonal)) or np.any(diagonal < 0):
+            raise ValueError(
+                "`diagonal` must be finite and >= 0 (the diagonal of an SPD matrix; zero on "
+                "cells that are not unknowns)."
+            )
+        return _jacobi(diagonal.astype(np.float64), 0.0)
 
 
 def ic0_pivots(matrix, *, tau: Real = 0.0, sigma: Real = 0.25) -> np.ndarray:
@@ -171,6 +219,7 @@ class IncompleteCholesky(eqx.Module):
     sigma: Real = 0.25
 
     def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
+        _require_matrix("IncompleteCholesky.build", matrix)
         start = time.perf_counter()
         A, active = _active(matrix, shape)
         e = ic0_pivots(A, tau=self.tau if self.modified else 0.0, sigma=self.sigma)
@@ -198,6 +247,7 @@ class SmoothedAggregationAMG(eqx.Module):
     max_coarse: int = 10
 
     def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
+        _require_matrix("SmoothedAggregationAMG.build", matrix)
         import pyamg
 
         start = time.perf_counter()

@@ -38,6 +38,7 @@ from jaxtyping import Array, ArrayLike, Float, Shaped
 from .._checks import check_positive_int
 from .._custom_types import Real
 from ..solution import RESULTS, Solution, make_solution
+from ._precision import check_tolerance, failure_messages
 
 
 def _dot(u: Array, v: Array) -> Array:
@@ -90,7 +91,11 @@ def solve(
       preconditioner. Its output is cast to the dtype of `b`, so a float32
       network serves a float64 outer loop.
     - `x0`: the initial guess (default zeros).
-    - `rtol`, `atol`: the stopping rule above.
+    - `rtol`, `atol`: the stopping rule above. An `rtol` below what the dtype
+      of `b` can reach (`100 ε`: 1.2e-5 in float32) with `atol=0` warns at
+      the start (a `PrecisionWarning` naming the two remedies: float64, or a
+      looser `rtol`), since the true residual stalls on round-off near
+      `ε·cond(A)`.
     - `max_steps`: the step cap.
     - `n_orthogonal`: how many previous directions each new one is made
       A-orthogonal to (`2` in the paper; `0` is steepest descent along the
@@ -108,8 +113,9 @@ def solve(
       called outside `jit` (under `jit`, read `stats["inconsistency"]`);
       `"raise"` raises (inside `jit` too). A consistent `b` is projected as
       well, which only removes round-off.
-    - `throw`: raise (inside `jit` too) unless the solve succeeded; with
-      `throw=False` read `solution.result`.
+    - `throw`: raise (inside `jit` too) unless the solve succeeded, with a
+      message naming the likely cause (precision, an operator that is not
+      SPD, a bad direction); with `throw=False` read `solution.result`.
 
     **Returns:** a [`Solution`][sciml.solution.Solution] with `value` the
     solution (shape of `b`), `result` one of `successful`,
@@ -134,6 +140,7 @@ def solve(
         raise ValueError(f"`n_orthogonal` must be an integer >= 0, got {n_orthogonal!r}.")
     if not (rtol >= 0 and atol >= 0) or rtol == atol == 0:
         raise ValueError(f"`rtol` and `atol` must be >= 0 and not both 0, got {rtol}, {atol}.")
+    check_tolerance("sciml.dcdm.solve", rtol, atol, b.dtype)
     extra_stats = {}
     if null_space is not None:
         b, extra_stats["inconsistency"] = _make_consistent(b, null_space, inconsistent)
@@ -235,7 +242,14 @@ def solve(
         "residual_history": final["history"],
         **extra_stats,
     }
-    return make_solution(final["x"], result, stats, throw=throw)
+    solution = make_solution(final["x"], result, stats, throw=False)
+    if throw:  # RESULTS' messages, with the likely causes of a failed conjugate-direction solve
+        messages = failure_messages("sciml.dcdm.solve", rtol, max_steps, dtype)
+        value = eqx.branched_error_if(
+            solution.value, result != RESULTS.successful, result._value, messages
+        )
+        solution = Solution(value=value, result=result, stats=stats)
+    return solution
 
 
 def _make_consistent(b: Array, null_space, inconsistent: str) -> tuple[Array, Array]:

@@ -25,6 +25,7 @@ import ml_collections
 from ._errors import ConfigError
 from ._imports import import_dotted
 from ._overrides import apply_overrides
+from ._validate import did_you_mean
 
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -109,7 +110,9 @@ def _load_module(kind: str, ref: str, display: str):
     if kind == "file":
         file = Path(ref)
         if not file.is_file():
-            raise ConfigError(f"--config: file {display!r} does not exist.")
+            siblings = sorted(file.parent.glob("*.py")) if file.parent.is_dir() else []
+            hint = did_you_mean(display, [str(Path(display).with_name(p.name)) for p in siblings])
+            raise ConfigError(f"--config: file {display!r} does not exist{hint}.")
         module_spec = importlib.util.spec_from_file_location(f"_sciml_config_{file.stem}", file)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)

@@ -14,6 +14,7 @@ from typing import Any
 import ml_collections
 
 from ._errors import ConfigError
+from ._validate import did_you_mean_key
 
 
 def parse_value(raw: str, current: Any) -> Any:
@@ -59,10 +60,14 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: list[tuple[str
         node = config
         for i, part in enumerate(parents):
             if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-                raise ConfigError(f"--config.{key}: unknown key {'.'.join(parents[: i + 1])!r}.")
+                hint = did_you_mean_key(node, parents[:i], part)
+                raise ConfigError(
+                    f"--config.{key}: unknown key {'.'.join(parents[: i + 1])!r}{hint}."
+                )
             node = node[part]
         if not isinstance(node, ml_collections.ConfigDict) or leaf not in node:
-            raise ConfigError(f"--config.{key}: unknown key {key!r}.")
+            hint = did_you_mean_key(node, parents, leaf)
+            raise ConfigError(f"--config.{key}: unknown key {key!r}{hint}.")
         try:
             node[leaf] = parse_value(raw, node[leaf])
         except (ValueError, TypeError) as error:

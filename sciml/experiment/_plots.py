@@ -52,6 +52,7 @@ def plot_loss(
     *,
     run_name: str | None = None,
     loss_name: str | None = None,
+    eval_metrics: Any = None,
     ax: Any = None,
 ) -> Any:
     """Plots the training loss and the evaluation metrics of a run.
@@ -65,6 +66,9 @@ def plot_loss(
     - `loss_name`: the training loss's name (e.g. `"h1"`), shown in the legend
       and axis label; an evaluation metric whose name holds it is drawn solid,
       the others dashed.
+    - `eval_metrics`: the evaluation metrics to draw (default: all, up to
+      five); `()` draws the training loss alone, for a task that plots its
+      evaluation in a figure of its own.
     - `ax`: a matplotlib axis to draw on (default: a new figure).
 
     **Returns:** the figure, or `None` when the file holds no training records
@@ -84,6 +88,8 @@ def plot_loss(
     eval_keys = sorted(
         {k for m in evals for k, v in m.items() if k not in ("split", "step") and _number(v)}
     )
+    if eval_metrics is not None:
+        eval_keys = [k for k in eval_keys if k in set(eval_metrics)]
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     else:

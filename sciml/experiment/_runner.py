@@ -1,9 +1,7 @@
 """The runner: a config and its task -> a run directory with a summary.
 
-```
-sciml-run --config FILE[:variant] | MODULE[:variant] \
-    [--config.KEY=VALUE ...] [--workdir DIR] [--resume RUN_DIR]
-```
+    sciml-run --config FILE[:variant] | MODULE[:variant] \\
+        [--config.KEY=VALUE ...] [--workdir DIR] [--resume RUN_DIR]
 
 (`python -m sciml.experiment` and `python -m experiments.run` are the same
 command.) Writes `config.json`, `source.json`, `metrics.jsonl`, `checkpoints/`,
@@ -12,14 +10,17 @@ command.) Writes `config.json`, `source.json`, `metrics.jsonl`, `checkpoints/`,
 experiment is resumed from the latest one. `--resume RUN_DIR` calls the recorded
 config's `get_config` again with the recorded overrides plus the new ones, so
 linked fields (a schedule's `decay_steps`) follow a raised `train.steps`. Every
-check on the config (file, `get_config`, keys, value types, task) runs before
-any work starts, and nothing on disk is overwritten when one fails.
+check on the config (file, `get_config`, keys, value types and values, the
+task's own `validate_config`) runs before anything is written, and a resumed
+run that fails before its next checkpoint puts back the `config.json` and
+`source.json` it found, so the directory can be resumed again.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import sys
@@ -39,6 +40,7 @@ from ._config import (
 from ._errors import ConfigError
 from ._overrides import apply_overrides, split_overrides
 from ._task import resolve_task, task_name
+from ._validate import check_shared_blocks, config_value
 
 
 REQUIRED_KEYS = (
@@ -67,16 +69,30 @@ def task_module(config: ml_collections.ConfigDict):
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-    """Checks the keys every config has and that its task module exists."""
+    """Checks the whole config before anything is written.
+
+    The keys every config has, the `train.*` values (as `sciml.training.fit`
+    needs them) and the `optimizer.*` block (built once with
+    `sciml.training.make_optimizer`), that the task module exists, and then the
+    task's own `validate_config(config)` when it defines one (the sizes and
+    choices of its data, model and solver; see
+    [`check_config`][sciml.experiment.check_config]).
+
+    **Raises:** [`ConfigError`][sciml.experiment.ConfigError] naming the key,
+    the value and the accepted values.
+    """
     for key in REQUIRED_KEYS:
-        node = config
-        for part in key.split("."):
-            if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-                raise ConfigError(f"config key {key!r} is missing (see docs/experiments.md).")
-            node = node[part]
-    if int(config.train.steps) < 0:
-        raise ConfigError(f"config key 'train.steps' must be >= 0, got {config.train.steps}.")
-    task_module(config)
+        config_value(config, key)
+    check_shared_blocks(config)
+    module = task_module(config)
+    check = getattr(module, "validate_config", None)
+    if callable(check):
+        try:
+            check(config)
+        except ConfigError:
+            raise
+        except (ValueError, TypeError, KeyError) as error:
+            raise ConfigError(f"task {config.task}: {error}") from None
 
 
 def check_workdir(config: ml_collections.ConfigDict, workdir: Path) -> None:
@@ -117,14 +133,72 @@ def main_from_config(config: ml_collections.ConfigDict, workdir: str | Path) -> 
     workdir = Path(workdir)
     check_workdir(config, workdir)
     module = task_module(config)
+    before = _RunFiles(workdir)
     (workdir / "plots").mkdir(parents=True, exist_ok=True)
     (workdir / CONFIG_FILE).write_text(json.dumps(config_json(config), indent=2, sort_keys=True))
     source = source_of(config)
     if source is not None:
         (workdir / SOURCE_FILE).write_text(json.dumps(source.to_json(), indent=2) + "\n")
-    summary = to_python(module.train_and_evaluate(config, workdir))
+    try:
+        summary = to_python(module.train_and_evaluate(config, workdir))
+    except Exception as error:
+        if before.resumed and before.put_back_if_no_new_checkpoint():
+            raise ConfigError(
+                f"--resume: the run could not continue with this config "
+                f"({type(error).__name__}: {_one_line(error)}); {workdir} is left as it was "
+                "(config.json and source.json put back), so it can still be resumed."
+            ) from error
+        raise
     (workdir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def _one_line(error: BaseException, n: int = 300) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+class _RunFiles:
+    """What a run directory held before a (resumed) run started.
+
+    When the run then fails before it writes a checkpoint, the run's saved
+    state is still the one it started from, and so should be its config:
+    `put_back_if_no_new_checkpoint` restores the `config.json` and
+    `source.json` it found and removes the `plots/` folder when it created it.
+    """
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.resumed = (workdir / CONFIG_FILE).is_file()
+        self.saved = {
+            name: (workdir / name).read_bytes()
+            for name in (CONFIG_FILE, SOURCE_FILE)
+            if (workdir / name).is_file()
+        }
+        self.had_plots = (workdir / "plots").exists()
+        self.checkpoints = self._checkpoints()
+
+    def _checkpoints(self) -> set[tuple[str, int]]:
+        """Every file under a `checkpoints/` folder, with its size."""
+        found = set()
+        for folder in self.workdir.rglob("checkpoints"):
+            for path in folder.rglob("*"):
+                if path.is_file():
+                    found.add((str(path.relative_to(self.workdir)), path.stat().st_size))
+        return found
+
+    def put_back_if_no_new_checkpoint(self) -> bool:
+        if self._checkpoints() != self.checkpoints:
+            return False
+        for name in (CONFIG_FILE, SOURCE_FILE):
+            if name in self.saved:
+                (self.workdir / name).write_bytes(self.saved[name])
+            else:
+                (self.workdir / name).unlink(missing_ok=True)
+        plots = self.workdir / "plots"
+        if not self.had_plots and plots.is_dir() and not any(plots.iterdir()):
+            plots.rmdir()
+        return True
 
 
 def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -167,16 +241,84 @@ def _resume_config(run_dir: Path, overrides: list[tuple[str, str]]) -> ml_collec
     return config
 
 
+_DESCRIPTION = """\
+Runs an experiment config: trains, evaluates and writes config.json,
+metrics.jsonl, checkpoints/, plots/ and summary.json into a run directory
+(runs/<name>/<timestamp>/ unless --workdir is given). The whole config is
+checked before anything is written. Ctrl-C checkpoints the finished steps;
+--resume RUN_DIR continues from the latest checkpoint."""
+
+
+def checkout_configs(root: Path | None = None) -> list[Path]:
+    """The config files of a checkout: `experiments/configs/*.py` under `root`
+    (default: the current directory, else where the `experiments` package is)."""
+    folder = Path(root or Path.cwd()) / "experiments" / "configs"
+    if not folder.is_dir() and root is None:
+        spec = importlib.util.find_spec("experiments.configs") if _importable() else None
+        if spec is not None and spec.submodule_search_locations:
+            folder = Path(next(iter(spec.submodule_search_locations)))
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+
+
+def _importable() -> bool:
+    try:
+        return importlib.util.find_spec("experiments") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _epilog(prog: str) -> str:
+    configs = checkout_configs()
+    lines = [
+        "overrides:",
+        "  --config.KEY=VALUE    set any config key, e.g. --config.train.steps=200",
+        "                        or --config.optimizer.learning_rate=1e-3 (dotted keys;",
+        "                        the value is parsed as the key's type)",
+        "",
+        "variants:",
+        "  FILE:tiny             every config has a seconds-long smoke-test variant",
+        "",
+    ]
+    if configs:
+        try:
+            shown = [p.relative_to(Path.cwd()) for p in configs]
+        except ValueError:
+            shown = configs
+        lines.append("configs in this checkout:")
+        lines += [f"  {path}" for path in shown]
+        lines.append("")
+    lines += [
+        "examples:",
+        f"  {prog} --config experiments/configs/quickstart.py",
+        f"  {prog} --config experiments/configs/quickstart.py:tiny --config.train.steps=50",
+        f"  {prog} --resume runs/quickstart/<timestamp> --config.train.steps=6000",
+        "",
+        "See docs/experiments.md.",
+    ]
+    return "\n".join(lines)
+
+
 def parse(argv: list[str], *, prog: str = "sciml-run") -> tuple[ml_collections.ConfigDict, Path]:
     """Turns command-line arguments into a checked config and a run directory.
 
     **Raises:** [`ConfigError`][sciml.experiment.ConfigError] for any bad
     argument, before anything is written.
     """
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
-    parser.add_argument("--config", help="config file or module, optionally with :variant")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=_DESCRIPTION,
+        epilog=_epilog(prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config", metavar="FILE[:variant]", help="config file or module, optionally with :variant"
+    )
     parser.add_argument("--workdir", type=Path, help="run directory (default runs/<name>/<time>)")
-    parser.add_argument("--resume", type=Path, help="continue the run in this directory")
+    parser.add_argument(
+        "--resume", type=Path, metavar="RUN_DIR", help="continue the run in this directory"
+    )
     args, extra = parser.parse_known_args(argv)
     overrides = split_overrides(extra)
     if args.resume is not None:
@@ -213,6 +355,14 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     from sciml.training import NonFiniteLossError
 
     print(f"run directory: {workdir}", file=sys.stderr)
+    source = source_of(config)
+    if source is not None and source.variant == "tiny":
+        print(
+            "note: ':tiny' is a smoke test (seconds of training on tiny data): it checks that "
+            "the pipeline runs; its losses, errors and solver statuses (failed or unconverged "
+            "steps included) are not results.",
+            file=sys.stderr,
+        )
     try:
         summary = main_from_config(config, workdir)
     except KeyboardInterrupt:
@@ -225,5 +375,8 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     except NonFiniteLossError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except ConfigError as error:  # a resumed run that could not continue, left as it was
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0

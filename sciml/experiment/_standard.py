@@ -12,6 +12,7 @@ it once per model, each in a folder of its own.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,7 +57,8 @@ class Trained:
     """What [`train_experiment`][sciml.experiment.train_experiment] returns.
 
     - `model`: the trained model;
-    - `summary`: `final_loss`, `steps`, `train_seconds`, `n_params` and the
+    - `summary`: `final_loss`, `steps`, `train_seconds` (summed over every
+      part of a resumed run, kept in `train_seconds.json`), `n_params` and the
       final evaluation metrics (without the `eval_` prefix);
     - `result`: the [`FitResult`][sciml.training.FitResult] of `fit` (its
       `start_step` is the step the run resumed from).
@@ -94,6 +96,38 @@ def fingerprint(config: ml_collections.ConfigDict, **extra: str) -> dict[str, st
     return {"name": str(config.name), "task": task_name(str(config.task)), **extra}
 
 
+TIME_FILE = "train_seconds.json"
+
+
+def _earlier_seconds(workdir: Path) -> float:
+    """The training time of the earlier parts of a resumed run (0 for a new one)."""
+    path = workdir / TIME_FILE
+    if not path.is_file() or not (workdir / "checkpoints").is_dir():
+        return 0.0
+    return float(json.loads(path.read_text()).get("train_seconds", 0.0))
+
+
+def _save_seconds(workdir: Path, seconds: float) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / TIME_FILE).write_text(json.dumps({"train_seconds": seconds}) + "\n")
+
+
+def _fit(experiment, config, workdir, optimizer, key, tag, description) -> FitResult:
+    return fit(
+        experiment.model,
+        experiment.loss_fn,
+        experiment.batch_fn,
+        optimizer=optimizer,
+        key=jax.random.key(int(config.seed) + 1) if key is None else key,
+        workdir=workdir,
+        eval_fn=experiment.evaluate,
+        fingerprint=fingerprint(config, **(tag or {})),
+        description=str(config.name) if description is None else description,
+        run_config=config_json(config),
+        **train_kwargs(config),
+    )
+
+
 def train_experiment(
     experiment: Experiment,
     config: ml_collections.ConfigDict,
@@ -125,21 +159,15 @@ def train_experiment(
     """
     workdir = Path(workdir)
     optimizer = make_optimizer(config.get("optimizer"), experiment.label_fn)
+    earlier = _earlier_seconds(workdir)
     start = time.perf_counter()
-    result = fit(
-        experiment.model,
-        experiment.loss_fn,
-        experiment.batch_fn,
-        optimizer=optimizer,
-        key=jax.random.key(int(config.seed) + 1) if key is None else key,
-        workdir=workdir,
-        eval_fn=experiment.evaluate,
-        fingerprint=fingerprint(config, **(tag or {})),
-        description=str(config.name) if description is None else description,
-        run_config=config_json(config),
-        **train_kwargs(config),
-    )
-    seconds = time.perf_counter() - start
+    try:
+        result = _fit(experiment, config, workdir, optimizer, key, tag, description)
+    except KeyboardInterrupt:  # the finished steps are checkpointed: so is their time
+        _save_seconds(workdir, earlier + time.perf_counter() - start)
+        raise
+    seconds = earlier + time.perf_counter() - start
+    _save_seconds(workdir, seconds)
     if plots:
         plot_dir = workdir / "plots"
         plot_dir.mkdir(parents=True, exist_ok=True)

@@ -17,11 +17,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from tqdm import tqdm
 
 from .._checks import check_positive_int
 from ._checkpoint import Checkpointer, Extra
 from ._metrics import MetricsWriter
+from ._progress import progress_bar
 from ._step import LossFn, init_opt_state, make_train_step
 
 
@@ -321,14 +321,7 @@ def fit(
 
     train_step = make_train_step(loss_fn, optimizer, check_batch=bool(check_batch))
     pending = _Pending()
-    bar = tqdm(
-        total=steps,
-        initial=min(start, steps),
-        desc=description,
-        disable=not progress,
-        dynamic_ncols=True,
-        leave=True,
-    )
+    bar = progress_bar(steps, initial=start, desc=description, disable=not progress)
     last_time, last_step = time.perf_counter(), start
 
     def log(step: int) -> None:

@@ -113,3 +113,53 @@ def test_tutorial_without_its_figures_is_reported():
     assert problems(source + output.replace('AAAA">', 'AAAA"/>')) == []  # <img ... />
     found = problems(source + '<div class="jp-OutputArea-output"><pre>[]</pre></div>')
     assert len(found) == 1 and "no figure" in found[0]
+
+
+def _site(tmp_path: Path, page: str, *, index: str | None = "var __index = {}") -> Path:
+    """A two-page site: `index.html` holding `page`'s body, and `tutorials/a.html`."""
+    (tmp_path / "tutorials").mkdir(parents=True)
+    (tmp_path / "tutorials" / "a.html").write_text("<html><body>a</body></html>")
+    (tmp_path / "javascripts").mkdir()
+    (tmp_path / "javascripts" / "iframe-worker-shim.js").write_text("")
+    if index is not None:
+        (tmp_path / "search").mkdir()
+        (tmp_path / "search" / "search_index.js").write_text(index)
+    (tmp_path / "index.html").write_text(f"<html><body>{page}</body></html>")
+    return tmp_path
+
+
+_SEARCH = (
+    '<script src="javascripts/iframe-worker-shim.js"></script>'
+    '<div data-md-component="search"></div>'
+)
+
+
+def test_site_read_from_disk_passes(tmp_path):
+    page = (
+        '<a class="md-nav__link" href="tutorials/a.html#top">A</a>'
+        '<a href="https://example.org/">x</a><a href="#here">y</a>' + _SEARCH
+    )
+    assert check_site.check_site(_site(tmp_path, page)) == []
+
+
+def test_links_to_folders_and_missing_files_are_reported(tmp_path):
+    page = (
+        '<a class="md-nav__link" href="tutorials/">A</a>'
+        '<a class="md-nav__link" href="tutorials">B</a>'
+        '<a href="api/online.md">C</a>'
+        '<a class="md-nav__link" href="javascripts/iframe-worker-shim.js">D</a>'
+    )
+    found = check_site.check_site(_site(tmp_path, page))
+    assert len(found) == 4, found
+    assert "folder" in found[0] and "folder" in found[1]
+    assert "not in the site" in found[2] and "not an HTML page" in found[3]
+
+
+def test_search_that_needs_a_server_is_reported(tmp_path):
+    found = check_site.check_site(_site(tmp_path, _SEARCH, index=None))
+    assert len(found) == 1 and "search_index.js" in found[0], found
+    no_shim = '<div data-md-component="search"></div>'
+    found = check_site.check_site(_site(tmp_path / "b", no_shim))
+    assert len(found) == 1 and "iframe-worker" in found[0], found
+    found = check_site.check_site(_site(tmp_path / "c", _SEARCH, index="{}"))
+    assert len(found) == 1 and "inlined search index" in found[0], found

@@ -132,7 +132,7 @@ def test_command_line_error_is_one_line(tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: --config.train.stepz: unknown key 'train.stepz'."
+        "error: --config.train.stepz: unknown key 'train.stepz' (did you mean 'train.steps'?)."
     ]
 
 
