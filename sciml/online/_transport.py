@@ -37,7 +37,6 @@ Nothing here imports JAX: solver processes that only send stay light.
 from __future__ import annotations
 
 import logging
-import numbers
 import os
 import re
 import threading
@@ -49,6 +48,7 @@ from typing import Any
 import numpy as np
 import zmq
 
+from .._checks import check_int
 from ._wire import (
     MAX_HEADER_BYTES,
     REJECT_REASONS,
@@ -70,13 +70,6 @@ MAXMSGSIZE_SLACK = 4096
 _POLL_MS = 100
 _BATCH = 256  # messages handled between two checks of the stop flag
 _log = logging.getLogger(__name__)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    # `sciml._checks` imports JAX; solver processes import this module without it.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
 
 
 def _check_address(address: Any) -> str:
@@ -152,7 +145,7 @@ class SampleReceiver:
         self._on_close = _check_callable("on_close", on_close)
         self._is_known_run = _check_callable("is_known_run", is_known_run)
         self.address = _check_address("tcp://127.0.0.1:*" if address is None else address)
-        self._hwm = _check_int("hwm", hwm, 1)
+        self._hwm = check_int("hwm", hwm, minimum=1)
         ids = np.asarray(list(accepted), dtype=np.int64).reshape(-1, 2)
         self._accepted_list = [(int(run), int(step)) for run, step in ids]
         self._accepted_set = set(self._accepted_list)
@@ -369,15 +362,15 @@ class SolverClient:
     ):
         self.address = _check_address(address)
         self._secret = check_secret(secret)
-        self.run = _check_int("run", run, 0)
-        self.attempt = _check_int("attempt", attempt, 0)
-        sndhwm = _check_int("sndhwm", sndhwm, 1)
+        self.run = check_int("run", run, minimum=0)
+        self.attempt = check_int("attempt", attempt, minimum=0)
+        sndhwm = check_int("sndhwm", sndhwm, minimum=1)
         if send_timeout_ms is not None:
-            send_timeout_ms = _check_int("send_timeout_ms", send_timeout_ms, 1)
+            send_timeout_ms = check_int("send_timeout_ms", send_timeout_ms, minimum=1)
         self._send_timeout_ms = send_timeout_ms
         if linger_ms is None:
             linger_ms = 30000 if send_timeout_ms is None else send_timeout_ms
-        self._linger_ms = _check_int("linger_ms", linger_ms, 0)
+        self._linger_ms = check_int("linger_ms", linger_ms, minimum=0)
         self._opened = self._closed = False
         self._context = zmq.Context(io_threads=1)
         self._socket = self._context.socket(zmq.PUSH)

@@ -57,6 +57,8 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_int, is_int
+
 
 MAGIC = "sciml-online"
 VERSION = 1
@@ -119,7 +121,7 @@ class FieldSpec:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"`name` must be a non-empty string, got {self.name!r}.")
         shape = tuple(self.shape) if isinstance(self.shape, Sequence) else None
-        if shape is None or not all(_is_int(n) and n >= 0 for n in shape):
+        if shape is None or not all(is_int(n) and n >= 0 for n in shape):
             raise ValueError(
                 f"`shape` of field {self.name!r} must be a tuple of integers >= 0, "
                 f"got {self.shape!r}."
@@ -164,7 +166,7 @@ class Schema:
         names = [f.name for f in fields]
         if len(set(names)) != len(names):
             raise ValueError(f"`fields` must have unique names, got {names}.")
-        if not _is_int(self.n_steps) or self.n_steps < 1:
+        if not is_int(self.n_steps) or self.n_steps < 1:
             raise ValueError(f"`n_steps` must be a positive integer, got {self.n_steps!r}.")
         object.__setattr__(self, "fields", fields)
         object.__setattr__(self, "n_steps", int(self.n_steps))
@@ -249,7 +251,7 @@ def encode_data(
 ) -> list[bytes]:
     """The frames of one time step: `fields` maps names to arrays (anything
     `np.asarray` takes, e.g. JAX arrays), sent in the dict's order."""
-    step = _check_nonnegative_int("step", step)
+    step = check_int("step", step, minimum=0)
     if not isinstance(fields, Mapping) or not fields:
         raise ValueError(f"`fields` must be a non-empty dict of name to array, got {fields!r}.")
     specs, arrays = [], []
@@ -344,23 +346,13 @@ def decode(frames: Sequence[bytes], secret: bytes, schema: Schema) -> Message:
     return Message(kind, run, attempt, step=step, fields=arrays)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _check_nonnegative_int(name: str, value: Any) -> int:
-    if not _is_int(value) or value < 0:
-        raise ValueError(f"`{name}` must be an integer >= 0, got {value!r}.")
-    return int(value)
-
-
 def _header(kind: str, run: int, attempt: int, **extra: Any) -> bytes:
     head = {
         "magic": MAGIC,
         "version": VERSION,
         "kind": kind,
-        "run": _check_nonnegative_int("run", run),
-        "attempt": _check_nonnegative_int("attempt", attempt),
+        "run": check_int("run", run, minimum=0),
+        "attempt": check_int("attempt", attempt, minimum=0),
         **extra,
     }
     data = json.dumps(head, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
