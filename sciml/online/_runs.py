@@ -24,9 +24,10 @@ import numpy as np
 
 from ._launch import RunSpec
 from ._sampler import AbstractSampler, ParameterSpace
+from ._status import RunState
 
 
-PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+PENDING, RUNNING, DONE, FAILED = RunState.PENDING, RunState.RUNNING, RunState.DONE, RunState.FAILED
 
 
 def run_seed(seed: int, run: int) -> int:
@@ -67,7 +68,7 @@ class RunTable:
     def __len__(self) -> int:
         return len(self.status)
 
-    def count(self, status: str) -> int:
+    def count(self, status: RunState) -> int:
         return self.status.count(status)
 
     def pending(self) -> list[int]:
@@ -108,7 +109,7 @@ class RunTable:
         if self.received[run] == self.n_steps and self.status[run] != DONE:
             self.status[run] = DONE
 
-    def ended(self, run: int) -> str:
+    def ended(self, run: int) -> RunState:
         """The job of `run` has ended: returns the run's new state.
 
         Done runs stay done; others are pending again, or failed and replaced
@@ -161,7 +162,7 @@ class RunTable:
         if n < self.n_runs:
             raise ValueError(f"the saved run table has {n} runs, the study plans {self.n_runs}.")
         self.params = self.sampler.draw(self.space, n)
-        self.status = [PENDING if s == RUNNING else s for s in data["status"]]
+        self.status = [PENDING if s == RUNNING else RunState(s) for s in data["status"]]
         self.attempts = [int(a) for a in data["attempts"]]
         self.received = [int(c) for c in data["received"]]
         self.replaced_by = {int(k): int(v) for k, v in data["replaced_by"].items()}

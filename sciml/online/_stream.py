@@ -40,6 +40,7 @@ from ..training import EndOfData, Extra
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, SolverJob
 from ._runs import DONE, FAILED, RUNNING, RunTable
+from ._status import CloseStatus, JobEnd
 from ._study import Study
 from ._transport import SampleReceiver, connect_address
 from ._wire import Message, Schema, new_secret
@@ -64,7 +65,7 @@ class _Job:
     handle: Any
     last_activity: float
     heard: bool = False  # a message arrived (until then, start-up time is allowed too)
-    exit_code: int | str | None = None
+    exit_code: int | JobEnd | None = None
     exited_at: float | None = None
 
 
@@ -229,7 +230,7 @@ class SampleStream:
     def _on_close(self, msg: Message) -> None:
         with self.lock:
             self._touch(msg.run)
-            if msg.status != "ok":
+            if CloseStatus.of(msg.status) is not CloseStatus.OK:
                 self._event("run_error", run=msg.run, attempt=msg.attempt, status=msg.status)
 
     def _on_data(self, msg: Message) -> None:
@@ -281,7 +282,7 @@ class SampleStream:
                 limit = self.study.timeout + (0 if job.heard else self.study.start_timeout)
                 if code is None and now - job.last_activity > limit:
                     self.launcher.cancel(job.handle)
-                    code = "timeout"
+                    code = JobEnd.TIMEOUT
                     self.counters["jobs_hung"] += 1
                 if code is not None:
                     job.exit_code, job.exited_at = code, now

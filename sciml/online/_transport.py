@@ -49,6 +49,7 @@ import numpy as np
 import zmq
 
 from .._checks import check_int
+from ._status import CloseStatus
 from ._wire import (
     MAX_HEADER_BYTES,
     REJECT_REASONS,
@@ -406,7 +407,7 @@ class SolverClient:
                 f"{self._send_timeout_ms / 1000:g} s; is it still running?"
             ) from None
 
-    def close(self, status: str = "ok") -> None:
+    def close(self, status: str = CloseStatus.OK) -> None:
         """Sends the close message, then closes the socket, waiting up to
         `linger_ms` for queued messages to be delivered; raises `TimeoutError`
         if they were not (the trainer is gone). Idempotent."""
@@ -449,12 +450,12 @@ class SolverClient:
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         if exc_type is None:
-            self.close("ok")
+            self.close(CloseStatus.OK)
             return
         if exc_type is TimeoutError:  # the trainer is gone: nothing would arrive
             self._linger_ms = 0
         try:
-            self.close(f"error: {exc_type.__name__}: {exc}")
+            self.close(CloseStatus.error(f"{exc_type.__name__}: {exc}"))
         except TimeoutError:
             pass  # the error in the block is the one to report
 

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_int, is_int
+from ._status import CloseStatus
 
 
 MAGIC = "sciml-online"
@@ -270,7 +271,9 @@ def encode_data(
     return _frames(secret, _header("data", run, attempt, step=step, fields=specs), payload)
 
 
-def encode_close(secret: bytes, run: int, attempt: int, status: str = "ok") -> list[bytes]:
+def encode_close(
+    secret: bytes, run: int, attempt: int, status: str = CloseStatus.OK
+) -> list[bytes]:
     """The frames ending run `run`: `status` is `"ok"` or an error text (cut to
     `MAX_STATUS_CHARS` characters)."""
     if not isinstance(status, str):

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ._launch import SECRET_ENV, RunSpec, SolverJob
+from ._status import CloseStatus
 from ._transport import SolverClient
 
 
@@ -58,7 +59,7 @@ def run_one(solver: Callable, job: SolverJob, run: RunSpec, secret: bytes) -> No
             raise RuntimeError(
                 f"the solver yielded {steps} steps, the study expects {job.n_steps}."
             )
-        client.close("ok")
+        client.close(CloseStatus.OK)
 
 
 def run_job(job: SolverJob, secret: bytes) -> None:
