@@ -6,7 +6,10 @@ one lock between them:
 - the **receiver** thread ([`SampleReceiver`][sciml.online.SampleReceiver])
   authenticates, checks and de-duplicates each message and puts the sample
   (its fields plus the run's parameters) into the buffer, waiting while the
-  buffer is full (ZeroMQ then holds the solvers back);
+  buffer is full (ZeroMQ then holds the solvers back); a sample with a NaN or
+  an infinity never reaches the buffer: the attempt that sent it is retired
+  and its run resubmitted, or failed and redrawn after `max_attempts` (so no
+  checkpoint can hold a non-finite sample);
 - the **scheduler** thread keeps `concurrency` solver jobs running, notices a
   job that exited or went silent for `timeout` seconds (then kills it), and
   hands its unfinished runs back to the run table (resubmit, or redraw after
@@ -178,6 +181,7 @@ class SampleStream:
             on_data=self._on_data,
             on_close=self._on_close,
             is_known_run=self._is_known,
+            on_non_finite=self._on_non_finite,
             address=self.study.address,
             accepted=list(self.accepted),
         )
@@ -232,6 +236,14 @@ class SampleStream:
             self._touch(msg.run)
             if CloseStatus.of(msg.status) is not CloseStatus.OK:
                 self._event("run_error", run=msg.run, attempt=msg.attempt, status=msg.status)
+
+    def _on_non_finite(self, msg: Message) -> None:
+        with self.lock:
+            state = self.table.retire(msg.run, msg.attempt)
+            self._event(
+                "run_non_finite", run=msg.run, attempt=msg.attempt, step=msg.step, state=state
+            )
+            self.lock.notify_all()
 
     def _on_data(self, msg: Message) -> None:
         sample = dict(msg.fields)
@@ -290,7 +302,12 @@ class SampleStream:
                         self.counters["jobs_failed"] += 1
                         self._event("job_failed", job=job.id, runs=job.runs, exit=code)
             if job.exited_at is not None:
-                waiting = [r for r in job.runs if self.table.status[r] == RUNNING]
+                # a run retired and resubmitted meanwhile belongs to its new job
+                waiting = [
+                    r
+                    for r in job.runs
+                    if self.table.status[r] == RUNNING and self.run_job[r] == job.id
+                ]
                 if job.exit_code == 0:
                     since, limit = max(job.exited_at, job.last_activity), self.study.timeout
                 else:

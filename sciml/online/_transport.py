@@ -25,11 +25,13 @@ the solvers' `send` blocks. Both count toward memory: at most
 **Hostile input.** `zmq.MAXMSGSIZE` is set just above the largest frame a valid
 message has, so ZeroMQ drops a larger frame and disconnects that peer without
 allocating it. Every other bad message is rejected by `decode` (or as an
-unknown run) and counted under `counters()["rejected_<reason>"]`; an exception
-while decoding never stops the receiver. An exception raised by a callback
-(`on_open`, `on_data`, `on_close`, `is_known_run`) is a bug in the caller: it
-stops the receiving thread, is kept in `receiver.error` and re-raised by
-`stop()`.
+unknown run) and counted under `counters()["rejected_<reason>"]`. A data
+message with a NaN or an infinity in a field is rejected as `non_finite`
+before it can reach `on_data`, and handed to `on_non_finite`, so that the
+run that sent it can be failed. An exception while decoding never stops the
+receiver. An exception raised by a callback (`on_open`, `on_data`, `on_close`,
+`on_non_finite`, `is_known_run`) is a bug in the caller: it stops the
+receiving thread, is kept in `receiver.error` and re-raised by `stop()`.
 
 Nothing here imports JAX: solver processes that only send stay light.
 """
@@ -56,6 +58,7 @@ from ._wire import (
     Message,
     RejectedMessage,
     Schema,
+    check_finite,
     check_secret,
     decode,
     encode_close,
@@ -113,6 +116,8 @@ class SampleReceiver:
       `on_data` may block (back-pressure).
     - `is_known_run`: `(run, attempt) -> bool`; a message of an unknown run is
       rejected as `"unknown_run"`.
+    - `on_non_finite`: called with each data message of a known run that was
+      rejected as `"non_finite"` (its step is not recorded as accepted).
     - `address`: the endpoint to bind; `None` binds a random loopback port
       `"tcp://127.0.0.1:*"`. `"ipc://PATH"` works too; listen on other
       interfaces only by passing such an address explicitly.
@@ -133,6 +138,7 @@ class SampleReceiver:
         on_data: Callable[[Message], None],
         on_close: Callable[[Message], None],
         is_known_run: Callable[[int, int], bool] = lambda run, attempt: True,
+        on_non_finite: Callable[[Message], None] = lambda message: None,
         address: str | None = None,
         accepted: Iterable[tuple[int, int]] = (),
         hwm: int = 64,
@@ -145,6 +151,7 @@ class SampleReceiver:
         self._on_data = _check_callable("on_data", on_data)
         self._on_close = _check_callable("on_close", on_close)
         self._is_known_run = _check_callable("is_known_run", is_known_run)
+        self._on_non_finite = _check_callable("on_non_finite", on_non_finite)
         self.address = _check_address("tcp://127.0.0.1:*" if address is None else address)
         self._hwm = check_int("hwm", hwm, minimum=1)
         ids = np.asarray(list(accepted), dtype=np.int64).reshape(-1, 2)
@@ -306,6 +313,13 @@ class SampleReceiver:
                 self._count("rejected_unknown_run")
                 return
             if message.kind == "data":
+                try:
+                    check_finite(message)
+                except RejectedMessage as error:
+                    _log.debug("rejected a message: %s", error)
+                    self._count("rejected_non_finite")
+                    self._on_non_finite(message)
+                    return
                 key = (message.run, message.step)
                 with self._lock:
                     if key in self._accepted_set:

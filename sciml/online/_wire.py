@@ -38,7 +38,9 @@ failure is reported with, is
 | `0 <= step < n_steps` | `step` |
 
 A known-run check (`unknown_run`) needs the run table and is the receiver's
-job. A replayed message passes `decode` (it carries a valid MAC); the receiver
+job, as is `check_finite` (`non_finite`), which it runs on each data message
+that passed `decode`: a NaN or infinity fails the run that sent it, so the
+receiver needs the message's run and attempt. A replayed message passes `decode` (it carries a valid MAC); the receiver
 drops it as a duplicate by its sample id `(run, step)`.
 """
 
@@ -67,7 +69,16 @@ MAX_HEADER_BYTES = 16384
 MAC_BYTES = 32
 MIN_SECRET_BYTES = 16
 KINDS = ("open", "data", "close")
-REJECT_REASONS = ("auth", "malformed", "oversized", "dtype", "shape", "step", "unknown_run")
+REJECT_REASONS = (
+    "auth",
+    "malformed",
+    "oversized",
+    "dtype",
+    "shape",
+    "step",
+    "unknown_run",
+    "non_finite",
+)
 # Fixed-size numeric types only: no object, string or structured dtypes on the wire.
 DTYPES = (
     "bool",
@@ -347,6 +358,19 @@ def decode(frames: Sequence[bytes], secret: bytes, schema: Schema) -> Message:
         arrays[name] = array
         offset = end
     return Message(kind, run, attempt, step=step, fields=arrays)
+
+
+def check_finite(message: Message) -> None:
+    """Raises `RejectedMessage` (`non_finite`) if a floating or complex field of
+    a data message holds a NaN or an infinity (one vectorised pass per field)."""
+    for name, array in (message.fields or {}).items():
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            count = array.size - int(np.count_nonzero(np.isfinite(array)))
+            raise RejectedMessage(
+                "non_finite",
+                f"run {message.run} (attempt {message.attempt}), step {message.step}: "
+                f"field {name!r} has {count} non-finite values.",
+            )
 
 
 def _header(kind: str, run: int, attempt: int, **extra: Any) -> bytes:

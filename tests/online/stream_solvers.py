@@ -51,3 +51,13 @@ def slow_counter(params, *, seed, n_steps, delay, size=4):
     for fields in counter(params, seed=seed, n_steps=n_steps, size=size):
         time.sleep(delay)
         yield fields
+
+
+def diverging(params, *, seed, n_steps, at_step, size=4):
+    """`counter`, but in a solver process a run with `a < 0.5` diverges at
+    step `at_step`, at every attempt: that step holds NaN, later ones +inf."""
+    in_worker = "SCIML_ONLINE_SECRET" in os.environ
+    for k, fields in enumerate(counter(params, seed=seed, n_steps=n_steps, size=size)):
+        if in_worker and params["a"] < 0.5 and k >= at_step:
+            fields["u"][1] = np.nan if k == at_step else np.inf
+        yield fields

@@ -141,6 +141,42 @@ def test_a_run_that_always_fails_is_redrawn_after_max_attempts(tmp_path):
     assert summary["runs_done"] == N_RUNS
 
 
+def test_a_diverging_run_is_failed_and_redrawn_and_no_checkpoint_holds_a_non_finite_value(
+    tmp_path,
+):
+    study = make_study("diverging", {"at_step": 2}, runs_per_job=2, max_attempts=2)
+    result = train(study, tmp_path, checkpoint_every=1, keep_checkpoints=1000)
+    summary = result.summary
+    failed = summary["failed_runs"]
+    # each run with a < 0.5 sent NaN at step 2 in both attempts: retired twice, redrawn
+    assert failed and summary["runs_failed"] == len(failed)
+    for run in failed:
+        assert run["params"]["a"] < 0.5 and run["attempts"] == 2
+        assert run["non_finite_attempts"] == [0, 1] and run["replaced_by"] is not None
+    assert summary["runs_done"] == N_RUNS  # training went on to the planned runs
+    diverged = [e for e in events(tmp_path) if e["event"] == "run_non_finite"]
+    assert sorted((e["run"], e["attempt"]) for e in diverged) == sorted(
+        (f["run"], a) for f in failed for a in (0, 1)
+    )
+    assert all(e["step"] == 2 for e in diverged)
+    # a failed run's steps before the divergence were accepted; none after
+    ids = {tuple(map(int, i)) for i in accepted_ids(tmp_path)}
+    failed_ids = {(r, k) for r, k in ids if r in {f["run"] for f in failed}}
+    assert failed_ids == {(f["run"], k) for f in failed for k in (0, 1)}
+    assert summary["samples_received"] == N_RUNS * N_STEPS + 2 * len(failed)
+    assert result.fit.ended_early and np.isfinite(result.fit.metrics["loss"])
+    checkpointer = Checkpointer(tmp_path / "checkpoints")
+    try:
+        steps = checkpointer.all_steps()
+        assert len(steps) == result.fit.step
+        for step in steps:
+            arrays = checkpointer.restore_extra(step).arrays
+            buffer = [x for name, x in arrays.items() if name.startswith("buffer/")]
+            assert buffer and all(np.isfinite(x).all() for x in buffer), step
+    finally:
+        checkpointer.close()
+
+
 def test_bad_batch_size_for_the_devices_is_refused(tmp_path):
     with pytest.raises(ValueError, match="multiple of the number of devices"):
         train_online(

@@ -425,3 +425,22 @@ def test_secret_through_file_and_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SCIML_ONLINE_SECRET", "zz")
     with pytest.raises(ValueError, match="hex"):
         secret_from_env()
+
+
+def test_a_non_finite_sample_is_handed_to_on_non_finite_and_never_accepted():
+    sink, refused = Sink(), []
+    with SampleReceiver(
+        SCHEMA, SECRET, on_non_finite=lambda m: refused.append((m.run, m.step)), **sink.callbacks()
+    ) as receiver:
+        with SolverClient(receiver.address, SECRET, run=0) as client:
+            client.open(params_of(0))
+            for step in range(4):
+                u = field_value(0, step, SHAPE)
+                u[5, 7] = np.nan if step == 2 else u[5, 7]
+                client.send(step, {"u": u, "t": np.float64(np.inf if step == 3 else step)})
+        wait_until(lambda: receiver.counters()["closed"] == 1)
+        counters = receiver.counters()
+        ids = [tuple(map(int, i)) for i in receiver.accepted_ids()]
+    assert counters == expected_counters(accepted=2, opened=1, closed=1, rejected_non_finite=2)
+    assert refused == [(0, 2), (0, 3)] and ids == [(0, 0), (0, 1)]
+    assert [step for _, _, step, _ in sink.data] == [0, 1]
