@@ -221,7 +221,12 @@ class SampleStream:
         with self.lock:
             return self.table.is_known(run, attempt)
 
-    def _touch(self, run: int) -> None:
+    def _touch(self, msg: Message) -> None:
+        """A message of the running attempt of `msg.run` resets its job's hang
+        timer (one of an earlier attempt does not)."""
+        run = msg.run
+        if self.table.status[run] != RUNNING or msg.attempt != self.table.attempts[run] - 1:
+            return
         job = self.jobs.get(self.run_job.get(run, -1))
         if job is not None:
             job.last_activity = time.perf_counter()
@@ -229,11 +234,11 @@ class SampleStream:
 
     def _on_open(self, msg: Message) -> None:
         with self.lock:
-            self._touch(msg.run)
+            self._touch(msg)
 
     def _on_close(self, msg: Message) -> None:
         with self.lock:
-            self._touch(msg.run)
+            self._touch(msg)
             if CloseStatus.of(msg.status) is not CloseStatus.OK:
                 self._event("run_error", run=msg.run, attempt=msg.attempt, status=msg.status)
 
@@ -249,12 +254,12 @@ class SampleStream:
         sample = dict(msg.fields)
         sample["params"] = self.table.params[msg.run].astype(np.float32)
         with self.lock:
-            self._touch(msg.run)
+            self._touch(msg)
             while not self.buffer.can_put(self.state):
                 if self.stopping:
                     return
                 self.lock.wait(_TICK)
-                self._touch(msg.run)  # waiting on the trainer is not a hang
+                self._touch(msg)  # waiting on the trainer is not a hang
             self.state = self.buffer.put(self.state, sample, (msg.run, msg.step))
             self.accepted.append((msg.run, msg.step))
             self.counters["received"] += 1

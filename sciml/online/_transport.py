@@ -12,7 +12,11 @@ ids it accepted (a set for lookups, a list in acceptance order that is part of
 the trainer's checkpoint and can be handed back through `accepted=` after a
 restart) and drops any data message whose id it already accepted, counting it
 as a duplicate: a restarted solver (a new `attempt`) resending its first steps,
-or a replayed message, never reaches the buffer twice. An id is recorded just
+or a replayed message, never reaches the buffer twice. Open and close
+messages are idempotent the same way: the first open and the first close of
+each `(run, attempt)` reach `on_open` / `on_close`, a replay of either is
+dropped and counted as a duplicate (so it cannot, say, keep a hung run's timer
+alive). An id is recorded just
 before `on_data` is called with it; `in_flight()` names the id whose `on_data`
 has not yet returned, so a checkpoint taken while `on_data` blocks can tell
 whether that sample is already in the buffer.
@@ -160,6 +164,7 @@ class SampleReceiver:
         if len(self._accepted_set) != len(self._accepted_list):
             raise ValueError("`accepted` must not list a sample id twice.")
         self._in_flight: tuple[int, int] | None = None
+        self._announced: set[tuple[str, int, int]] = set()  # (kind, run, attempt)
         self._counters = dict.fromkeys(
             ["accepted", "duplicates", "opened", "closed", "rejected"]
             + [f"rejected_{reason}" for reason in REJECT_REASONS],
@@ -332,12 +337,15 @@ class SampleReceiver:
                 self._on_data(message)
                 with self._lock:
                     self._in_flight = None
-            elif message.kind == "open":
-                self._count("opened")
-                self._on_open(message)
             else:
-                self._count("closed")
-                self._on_close(message)
+                key = (message.kind, message.run, message.attempt)
+                with self._lock:
+                    if key in self._announced:
+                        self._counters["duplicates"] += 1
+                        return
+                    self._announced.add(key)
+                    self._counters["opened" if message.kind == "open" else "closed"] += 1
+                (self._on_open if message.kind == "open" else self._on_close)(message)
         except BaseException as error:  # a bug in a callback: surface it in stop()
             self.error = error
 

@@ -5,12 +5,19 @@ test can check that every sample arrived intact and was paired with its run's
 parameters.
 """
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import zmq
+
+from sciml.online._launch import SolverJob
+from sciml.online._wire import encode_open
 
 
 def counter(params, *, seed, n_steps, size=4):
@@ -61,3 +68,49 @@ def diverging(params, *, seed, n_steps, at_step, size=4):
         if in_worker and params["a"] < 0.5 and k >= at_step:
             fields["u"][1] = np.nan if k == at_step else np.inf
         yield fields
+
+
+def hang_replaying_open(params, *, seed, n_steps, marker_dir, replay_for, size=4):
+    """`counter`, but the first run of the study with `a < 0.5` (one only: an
+    exclusive marker file) hangs after step 1 (SIGSTOP), and before that starts
+    a process that replays the run's open message, bit for bit, every 0.1 s for
+    `replay_for` seconds (its pid and start time go to `replayer.json`)."""
+    in_worker = "SCIML_ONLINE_SECRET" in os.environ
+    first = False
+    if in_worker and params["a"] < 0.5:
+        try:
+            os.close(os.open(Path(marker_dir) / "hung", os.O_CREAT | os.O_EXCL))
+            first = True
+        except FileExistsError:
+            pass
+    for k, fields in enumerate(counter(params, seed=seed, n_steps=n_steps, size=size)):
+        yield fields
+        if first and k == 1:
+            job = SolverJob.from_json(json.loads(Path(sys.argv[1]).read_text()))
+            (spec,) = [r for r in job.runs if r.seed == seed]
+            secret = bytes.fromhex(os.environ["SCIML_ONLINE_SECRET"])
+            frames = encode_open(secret, spec.run, spec.attempt, spec.params)
+            command = [sys.executable, "-m", __name__, job.address, str(replay_for)]
+            command += [frame.hex() for frame in frames]
+            replayer = subprocess.Popen(command, start_new_session=True)
+            record = {"pid": replayer.pid, "start": time.time()}
+            (Path(marker_dir) / "replayer.json").write_text(json.dumps(record))
+            time.sleep(0.5)  # let the sent steps leave the socket first
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _replay(address: str, seconds: float, frames: list[bytes]) -> None:
+    """Sends `frames` to `address` every 0.1 s for `seconds`."""
+    context = zmq.Context()
+    socket = context.socket(zmq.PUSH)
+    socket.connect(address)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        socket.send_multipart(frames)
+        time.sleep(0.1)
+    socket.close(linger=0)
+    context.term()
+
+
+if __name__ == "__main__":
+    _replay(sys.argv[1], float(sys.argv[2]), [bytes.fromhex(f) for f in sys.argv[3:]])

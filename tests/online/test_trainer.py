@@ -1,7 +1,10 @@
 """`train_online` end to end with local solver processes: exactly-once
 delivery, faults, data-parallel steps (the suite runs on 4 CPU devices)."""
 
+import contextlib
 import json
+import os
+import signal
 import time
 
 import equinox as eqx
@@ -127,6 +130,26 @@ def test_a_hung_solver_is_detected_by_its_timeout_and_resubmitted(tmp_path):
     assert hung and all(e["exit"] == "timeout" for e in hung)
     assert result.summary["jobs_hung"] == len(hung)
     assert result.summary["duplicates_dropped"] == 2 * len(hung)
+
+
+def test_a_replayed_open_does_not_keep_a_hung_run_alive(tmp_path):
+    # the hung run's open message is replayed every 0.1 s for 60 s; the study's
+    # timeout is 2 s: the job must be declared hung long before the replays end
+    settings = {"marker_dir": str(tmp_path), "replay_for": 60.0}
+    study = make_study("hang_replaying_open", settings, runs_per_job=1, timeout=2.0)
+    try:
+        result = train(study, tmp_path / "run")
+    finally:
+        replayer = json.loads((tmp_path / "replayer.json").read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(replayer["pid"], signal.SIGKILL)
+    (hung,) = [e for e in events(tmp_path / "run") if e["event"] == "job_failed"]
+    assert hung["exit"] == "timeout" and result.summary["jobs_hung"] == 1
+    assert hung["time"] - replayer["start"] < 30.0  # measured: about 3 s
+    # the replays arrived and were dropped (2 of the duplicates are re-sent steps)
+    assert result.summary["duplicates_dropped"] > 2 + 5
+    ids = accepted_ids(tmp_path / "run")
+    assert {tuple(map(int, i)) for i in ids} == PLANNED and len(ids) == len(PLANNED)
 
 
 def test_a_run_that_always_fails_is_redrawn_after_max_attempts(tmp_path):

@@ -29,6 +29,7 @@ from sciml.online._wire import (
     MAX_HEADER_BYTES,
     REJECT_REASONS,
     Schema,
+    encode_close,
     encode_data,
     encode_open,
     new_secret,
@@ -444,3 +445,28 @@ def test_a_non_finite_sample_is_handed_to_on_non_finite_and_never_accepted():
     assert counters == expected_counters(accepted=2, opened=1, closed=1, rejected_non_finite=2)
     assert refused == [(0, 2), (0, 3)] and ids == [(0, 0), (0, 1)]
     assert [step for _, _, step, _ in sink.data] == [0, 1]
+
+
+def test_replayed_opens_and_closes_are_duplicates_that_reach_no_callback():
+    sink = Sink()
+    with SampleReceiver(SCHEMA, SECRET, **sink.callbacks()) as receiver:
+        opening = encode_open(SECRET, 0, 0, params_of(0))
+        closing = encode_close(SECRET, 0, 0, "error: replayed")
+        context = zmq.Context()
+        raw = context.socket(zmq.PUSH)
+        try:
+            raw.connect(receiver.address)
+            for frames in [opening, opening, closing, opening, closing, closing]:
+                raw.send_multipart(frames)
+            # a new attempt opens and closes once each
+            raw.send_multipart(encode_open(SECRET, 0, 1, params_of(0)))
+            raw.send_multipart(encode_close(SECRET, 0, 1, "ok"))
+        finally:
+            raw.close(linger=5000)
+            context.term()
+        wait_until(lambda: receiver.counters()["duplicates"] == 4)
+        assert receiver.wait_idle(idle_s=0.2)
+        counters = receiver.counters()
+    assert counters == expected_counters(duplicates=4, opened=2, closed=2)
+    assert sink.opened == [(0, 0, params_of(0)), (0, 1, params_of(0))]
+    assert sink.closed == [(0, 0, "error: replayed"), (0, 1, "ok")]
