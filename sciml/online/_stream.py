@@ -46,7 +46,7 @@ from ._runs import DONE, FAILED, RUNNING, RunTable
 from ._status import CloseStatus, JobEnd
 from ._study import Study
 from ._transport import SampleReceiver, connect_address
-from ._wire import Message, Schema, new_secret
+from ._wire import REJECT_REASONS, Message, Schema, new_secret
 
 
 # Seconds a job that failed is given for its last messages to arrive before
@@ -380,7 +380,8 @@ class SampleStream:
         return batch
 
     def monitor(self) -> dict[str, float | int]:
-        """Counters and rates for the progress bar and `metrics.jsonl`."""
+        """Counters and rates for the progress bar and `metrics.jsonl`;
+        `rejected_<reason>` once a message was rejected for that reason."""
         receiver = self._receiver_totals()
         with self.lock:
             now = time.perf_counter()
@@ -401,7 +402,18 @@ class SampleStream:
             values["reuse"] = stats["mean_seen"]
             values["duplicates"] = receiver.get("duplicates", 0)
             values["rejected"] = receiver.get("rejected", 0)
+            # per reason once one occurred (a clean study's progress bar stays short)
+            for reason, count in self._rejections(receiver).items():
+                if count and reason != "duplicate":
+                    values[f"rejected_{reason}"] = count
             return values
+
+    @staticmethod
+    def _rejections(receiver: dict[str, int]) -> dict[str, int]:
+        """Messages dropped, by reason: each of `REJECT_REASONS` and `"duplicate"`."""
+        counts = {reason: receiver.get(f"rejected_{reason}", 0) for reason in REJECT_REASONS}
+        counts["duplicate"] = receiver.get("duplicates", 0)
+        return counts
 
     def summary(self) -> dict[str, Any]:
         """Totals for `summary.json`."""
@@ -411,6 +423,7 @@ class SampleStream:
             "samples_trained": self.counters["trained"],
             "duplicates_dropped": counts.get("duplicates", 0),
             "messages_rejected": counts.get("rejected", 0),
+            "rejections": self._rejections(counts),
             "runs_done": self.table.count(DONE),
             "runs_failed": self.table.count(FAILED),
             "failed_runs": self.table.failed_runs(),

@@ -32,7 +32,10 @@ allocating it. Every other bad message is rejected by `decode` (or as an
 unknown run) and counted under `counters()["rejected_<reason>"]`. A data
 message with a NaN or an infinity in a field is rejected as `non_finite`
 before it can reach `on_data`, and handed to `on_non_finite`, so that the
-run that sent it can be failed. An exception while decoding never stops the
+run that sent it can be failed. Rejections are also reported as a warning (logger
+`sciml.online._transport`), at most one line per `WARNING_INTERVAL` seconds,
+that counts them by reason since the previous line (the last ones are reported
+when the receiver stops). An exception while decoding never stops the
 receiver. An exception raised by a callback (`on_open`, `on_data`, `on_close`,
 `on_non_finite`, `is_known_run`) is a bug in the caller: it stops the
 receiving thread, is kept in `receiver.error` and re-raised by `stop()`.
@@ -76,6 +79,9 @@ SECRET_ENV = "SCIML_ONLINE_SECRET"
 # within it they reach `decode` and are counted as oversized.
 MAXMSGSIZE_SLACK = 4096
 _POLL_MS = 100
+#: Seconds between two warning lines about rejected messages.
+WARNING_INTERVAL = 10.0
+_DETAIL_CHARS = 200  # of a rejection's text in a warning line
 _BATCH = 256  # messages handled between two checks of the stop flag
 _log = logging.getLogger(__name__)
 
@@ -176,6 +182,9 @@ class SampleReceiver:
         self._context: zmq.Context | None = None
         self._socket: zmq.Socket | None = None
         self._last_activity = time.monotonic()
+        self._unreported: dict[str, int] = {}  # rejections since the last warning
+        self._last_rejection = ""
+        self._next_warning = 0.0
         self._stopped = False
         self.error: BaseException | None = None
 
@@ -212,6 +221,7 @@ class SampleReceiver:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
+        self._warn_rejections(force=True)
         if self._socket is not None:
             self._socket.close(linger=0)
             self._context.term()
@@ -268,6 +278,7 @@ class SampleReceiver:
         try:
             while not self._stopping.is_set():
                 if not socket.poll(_POLL_MS, zmq.POLLIN):
+                    self._warn_rejections()
                     continue
                 for _ in range(_BATCH):
                     frames = self._receive(socket)
@@ -296,33 +307,53 @@ class SampleReceiver:
                 frames.append(frame)
         return frames
 
-    def _count(self, key: str) -> None:
+    def _reject(self, reason: str, detail: str) -> None:
+        """Counts a rejected message and warns about it (rate-limited)."""
+        _log.debug("rejected a message: %s: %s", reason, detail)
         with self._lock:
-            self._counters[key] += 1
-            if key.startswith("rejected_"):
-                self._counters["rejected"] += 1
+            self._counters[f"rejected_{reason}"] += 1
+            self._counters["rejected"] += 1
+            self._unreported[reason] = self._unreported.get(reason, 0) + 1
+            self._last_rejection = detail[:_DETAIL_CHARS]
+        self._warn_rejections()
+
+    def _warn_rejections(self, force: bool = False) -> None:
+        """One warning line for the rejections since the last one, if any and
+        if `WARNING_INTERVAL` has passed since it (or `force`)."""
+        now = time.monotonic()
+        with self._lock:
+            if not self._unreported or (now < self._next_warning and not force):
+                return
+            counts, self._unreported = self._unreported, {}
+            last, self._next_warning = self._last_rejection, now + WARNING_INTERVAL
+        _log.warning(
+            "rejected %d messages (%s) at %s since the last report; the last: %s",
+            sum(counts.values()),
+            ", ".join(f"{reason}: {n}" for reason, n in sorted(counts.items())),
+            self.address,
+            last,
+        )
 
     def _handle(self, frames: list[bytes]) -> None:
         try:
             message = decode(frames, self._secret, self.schema)
         except RejectedMessage as error:
-            _log.debug("rejected a message: %s", error)
-            self._count(f"rejected_{error.reason}")
+            self._reject(error.reason, str(error))
             return
         except Exception as error:  # never let a bad message stop the receiver
-            _log.warning("could not decode a message (%r); counted as malformed", error)
-            self._count("rejected_malformed")
+            self._reject("malformed", f"malformed: could not decode it ({error!r})")
             return
         try:
             if not self._is_known_run(message.run, message.attempt):
-                self._count("rejected_unknown_run")
+                self._reject(
+                    "unknown_run", f"unknown_run: run {message.run}, attempt {message.attempt}"
+                )
                 return
             if message.kind == "data":
                 try:
                     check_finite(message)
                 except RejectedMessage as error:
-                    _log.debug("rejected a message: %s", error)
-                    self._count("rejected_non_finite")
+                    self._reject(error.reason, str(error))
                     self._on_non_finite(message)
                     return
                 key = (message.run, message.step)

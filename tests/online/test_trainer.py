@@ -3,7 +3,9 @@ delivery, faults, data-parallel steps (the suite runs on 4 CPU devices)."""
 
 import contextlib
 import json
+import logging
 import os
+import re
 import signal
 import time
 
@@ -15,7 +17,8 @@ import optax
 import pytest
 
 from sciml.online import FIFO, ParameterSpace, Study, train_online
-from sciml.training import Checkpointer
+from sciml.online._wire import REJECT_REASONS
+from sciml.training import Checkpointer, read_metrics
 
 
 N_RUNS, N_STEPS = 6, 5
@@ -150,6 +153,32 @@ def test_a_replayed_open_does_not_keep_a_hung_run_alive(tmp_path):
     assert result.summary["duplicates_dropped"] > 2 + 5
     ids = accepted_ids(tmp_path / "run")
     assert {tuple(map(int, i)) for i in ids} == PLANNED and len(ids) == len(PLANNED)
+
+
+def test_every_rejection_reason_is_counted_in_the_summary_and_metrics_and_warned_about(
+    tmp_path, caplog
+):
+    study = make_study("hostile", {"marker_dir": str(tmp_path)}, runs_per_job=1)
+    with caplog.at_level(logging.WARNING, logger="sciml.online._transport"):
+        result = train(study, tmp_path / "run")
+    summary = result.summary
+    rejections = summary["rejections"]
+    # one forged message per reason; then the retired attempt's later steps and
+    # close are of an unknown run, and its resubmission re-sends steps 0 and 1
+    assert set(rejections) == set(REJECT_REASONS) | {"duplicate"}
+    assert rejections["unknown_run"] >= 2 and rejections["duplicate"] == 1 + 2
+    exact = {r: n for r, n in rejections.items() if r not in ("unknown_run", "duplicate")}
+    assert exact == dict.fromkeys(exact, 1)
+    assert summary["messages_rejected"] == sum(rejections.values()) - 3
+    assert summary["duplicates_dropped"] == 3 and summary["runs_done"] == N_RUNS
+    last = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["split"] == "train"]
+    assert all(last[-1][f"rejected_{reason}"] >= 1 for reason in REJECT_REASONS)
+    # rate-limited warning lines that, together, report every rejection
+    lines = [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
+    assert 1 <= len(lines) <= 3, lines
+    reported = sum(int(re.match(r"rejected (\d+) messages", line)[1]) for line in lines)
+    assert reported == summary["messages_rejected"]
+    assert all(any(f"{reason}: " in line for line in lines) for reason in REJECT_REASONS)
 
 
 def test_a_run_that_always_fails_is_redrawn_after_max_attempts(tmp_path):

@@ -5,7 +5,9 @@ All sockets bind or connect on loopback or ipc only.
 """
 
 import hmac
+import logging
 import multiprocessing
+import re
 import stat
 import threading
 import time
@@ -470,3 +472,29 @@ def test_replayed_opens_and_closes_are_duplicates_that_reach_no_callback():
     assert counters == expected_counters(duplicates=4, opened=2, closed=2)
     assert sink.opened == [(0, 0, params_of(0)), (0, 1, params_of(0))]
     assert sink.closed == [(0, 0, "error: replayed"), (0, 1, "ok")]
+
+
+def test_rejections_are_warned_about_in_few_lines_that_count_them_all(caplog):
+    forged = encode_data(new_secret(), 0, 0, 3, _solvers_fields(0, 3))
+    with caplog.at_level(logging.WARNING, logger="sciml.online._transport"):
+        with SampleReceiver(SCHEMA, SECRET, **Sink().callbacks()) as receiver:
+            context = zmq.Context()
+            raw = context.socket(zmq.PUSH)
+            try:
+                raw.connect(receiver.address)
+                for frames in [forged] * 500 + [[b"x"]] * 300:
+                    raw.send_multipart(frames)
+            finally:
+                raw.close(linger=5000)
+                context.term()
+            wait_until(lambda: receiver.counters()["rejected"] == 800)
+    lines = [record.getMessage() for record in caplog.records]
+    # the first rejection is reported at once, the rest when the receiver stops
+    # (or each WARNING_INTERVAL = 10 s on a very slow machine)
+    assert 2 <= len(lines) <= 3, lines
+    assert lines[0].startswith("rejected 1 messages (auth: 1)")
+    counts = [re.findall(r"(\w+): (\d+)", line.split(" at ")[0]) for line in lines]
+    totals = {}
+    for reason, n in (pair for line in counts for pair in line):
+        totals[reason] = totals.get(reason, 0) + int(n)
+    assert totals == {"auth": 500, "malformed": 300}
