@@ -12,14 +12,13 @@ ids it accepted (a set for lookups, a list in acceptance order that is part of
 the trainer's checkpoint and can be handed back through `accepted=` after a
 restart) and drops any data message whose id it already accepted, counting it
 as a duplicate: a restarted solver (a new `attempt`) resending its first steps,
-or a replayed message, never reaches the buffer twice. Open and close
-messages are idempotent the same way: the first open and the first close of
-each `(run, attempt)` reach `on_open` / `on_close`, a replay of either is
-dropped and counted as a duplicate (so it cannot, say, keep a hung run's timer
-alive). An id is recorded just
+or a replayed message, never reaches the buffer twice. An id is recorded just
 before `on_data` is called with it; `in_flight()` names the id whose `on_data`
 has not yet returned, so a checkpoint taken while `on_data` blocks can tell
-whether that sample is already in the buffer.
+whether that sample is already in the buffer. Open and close messages are
+idempotent the same way: the first open and the first close of each
+`(run, attempt)` reach `on_open` / `on_close`; a replay of either is dropped
+and counted as a duplicate (so it cannot, say, keep a hung run's timer alive).
 
 **Back-pressure.** `on_data` may block (the buffer is full): ZeroMQ then
 queues up to `hwm` messages on the server and `sndhwm` per solver, after which
@@ -32,10 +31,10 @@ allocating it. Every other bad message is rejected by `decode` (or as an
 unknown run) and counted under `counters()["rejected_<reason>"]`. A data
 message with a NaN or an infinity in a field is rejected as `non_finite`
 before it can reach `on_data`, and handed to `on_non_finite`, so that the
-run that sent it can be failed. Rejections are also reported as a warning (logger
-`sciml.online._transport`), at most one line per `WARNING_INTERVAL` seconds,
-that counts them by reason since the previous line (the last ones are reported
-when the receiver stops). An exception while decoding never stops the
+run that sent it can be failed. Rejections are also reported as a warning
+(logger `sciml.online._transport`), at most one line per `WARNING_INTERVAL`
+seconds, that counts them by reason since the previous line (the last ones are
+reported when the receiver stops). An exception while decoding never stops the
 receiver. An exception raised by a callback (`on_open`, `on_data`, `on_close`,
 `on_non_finite`, `is_known_run`) is a bug in the caller: it stops the
 receiving thread, is kept in `receiver.error` and re-raised by `stop()`.
@@ -309,7 +308,7 @@ class SampleReceiver:
 
     def _reject(self, reason: str, detail: str) -> None:
         """Counts a rejected message and warns about it (rate-limited)."""
-        _log.debug("rejected a message: %s: %s", reason, detail)
+        _log.debug("rejected a message: %s", detail)
         with self._lock:
             self._counters[f"rejected_{reason}"] += 1
             self._counters["rejected"] += 1

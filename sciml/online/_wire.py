@@ -40,8 +40,9 @@ failure is reported with, is
 A known-run check (`unknown_run`) needs the run table and is the receiver's
 job, as is `check_finite` (`non_finite`), which it runs on each data message
 that passed `decode`: a NaN or infinity fails the run that sent it, so the
-receiver needs the message's run and attempt. A replayed message passes `decode` (it carries a valid MAC); the receiver
-drops it as a duplicate by its sample id `(run, step)`.
+receiver needs the message's run and attempt. A replayed message passes
+`decode` (it carries a valid MAC); the receiver drops it as a duplicate by its
+sample id `(run, step)`, or by `(run, attempt)` for an open or close.
 """
 
 from __future__ import annotations
