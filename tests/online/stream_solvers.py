@@ -121,7 +121,7 @@ def hostile(params, *, seed, n_steps, marker_dir, size=4):
     for k, fields in enumerate(steps):
         yield fields
         if first and k == 1:
-            time.sleep(0.5)  # steps 0 and 1 arrive first
+            time.sleep(1.0)  # steps 0 and 1 arrive first
             job, spec, secret = _job_run(seed)
             run, attempt, u = spec.run, spec.attempt, steps[2]["u"]
             good = encode_data(secret, run, attempt, 2, {"u": u})
@@ -146,6 +146,7 @@ def hostile(params, *, seed, n_steps, marker_dir, size=4):
                 encode_data(secret, run, attempt, 2, {"u": nan}),
             ]
             _send(job.address, messages)
+            time.sleep(1.0)  # and are handled before this run's step 2 is sent
 
 
 def _send(address: str, messages: list[list[bytes]], every: float = 0.0) -> None:
