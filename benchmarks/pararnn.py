@@ -14,12 +14,17 @@ from one JVP, an associative scan per iteration, stopping at the same residual
 tolerance) on the same ParaGRU cell and inputs, both jitted, called alternately
 in one process. With `--linear`, instead: the three `linear_recurrence` methods
 (associative scan, chunked, sequential) on diagonal and 2×2-block steps, which
-is how `method="auto"` was chosen per backend. The last lines give, per cell, hidden size and batch, the
+is how `method="auto"` was chosen per backend. With `--jacobians`, instead
+(counts, no timing): the Jacobians one forward solve takes with the full
+(`Dense()`) Jacobian of ParaGRU, as DEER uses, at a fixed iteration count and
+at the default tolerance, against DEER's one per iteration (the converged
+iterate's residual needs cell values only; a Jacobian there was the
+`(K + 1) / K` of earlier versions). The last lines give, per cell, hidden size and batch, the
 lengths at which Newton mode trains faster (forward+backward): the crossovers
 `RNN(mode="auto")` uses.
 
 usage: python -m benchmarks.pararnn [--quick] [--cells paragru paralstm]
-           [--lengths 1024 4096] [--hidden 8 64] [--batch 1 4] [--linear | --baseline]
+           [--lengths 1024 4096] [--hidden 8 64] [--batch 1 4] [--linear | --baseline | --jacobians]
 """
 
 from __future__ import annotations
@@ -43,7 +48,13 @@ from sciml.pararnn import (
     default_tolerance,
     solve_recurrence,
 )
-from sciml.recurrence import AssociativeScan, ChunkedScan, SequentialScan, linear_recurrence
+from sciml.recurrence import (
+    AssociativeScan,
+    ChunkedScan,
+    Dense,
+    SequentialScan,
+    linear_recurrence,
+)
 
 
 CELLS = {"paragru": ParaGRU, "paralstm": ParaLSTM}
@@ -179,6 +190,48 @@ def bench_baseline(length: int, hidden: int, rounds: int) -> dict:
     }
 
 
+_JACOBIAN_CALLS: list[int] = []
+
+
+class _CountedDense(Dense):
+    """`Dense()` recording each Jacobian of a whole trajectory (the call is
+    vmapped over time, so its callback runs once per trajectory)."""
+
+    def value_and_jacobian(self, fn, h):
+        jax.debug.callback(lambda: _JACOBIAN_CALLS.append(1))
+        return super().value_and_jacobian(fn, h)
+
+
+def count_jacobians(length: int, hidden: int, fixed_steps: int = 3) -> list[dict]:
+    """Jacobians per forward solve of dense Newton (ParaGRU, `structure=Dense()`),
+    for `fixed_steps` iterations (zero tolerance) and at the default tolerance;
+    DEER takes one per iteration."""
+    key_cell, key_x = jax.random.split(jax.random.key(0))
+    cell = ParaGRU(hidden, hidden, 4 if hidden >= 64 else 1, dtype=jnp.float32, key=key_cell)
+    us = cell.project(jax.random.normal(key_x, (length, hidden), jnp.float32))
+    h0 = jnp.zeros(hidden, jnp.float32)
+    solvers = {
+        f"fixed_{fixed_steps}": Newton(max_steps=fixed_steps, rtol=0.0, atol=0.0),
+        "tolerance": Newton(),
+    }
+    rows = []
+    for stop, solver in solvers.items():
+        _JACOBIAN_CALLS.clear()
+        solve = jax.jit(lambda us, s=solver: solve_recurrence(cell.step, h0, us, s, structure=_CountedDense(), throw=False))  # fmt: skip
+        iterations = int(jax.block_until_ready(solve(us)).stats["iterations"])
+        jacobians = len(_JACOBIAN_CALLS)
+        rows.append(
+            {
+                "stop": stop,
+                "iterations": iterations,
+                "jacobians": jacobians,
+                "deer_jacobians": iterations,
+                "jacobians_vs_deer": jacobians / max(iterations, 1),
+            }
+        )
+    return rows
+
+
 def crossovers(records: list[dict]) -> list[dict]:
     """Per cell, hidden size and batch: the lengths where Newton wins fwd+bwd."""
     groups: dict[tuple, list[dict]] = {}
@@ -212,10 +265,17 @@ def main():
     parser.add_argument("--linear", action="store_true", help="time the linear recurrences")
     parser.add_argument("--baseline", action="store_true", help="ours vs quasi-DEER (ParaGRU)")
     parser.add_argument("--rounds", type=int, default=30, help="alternations of --baseline")
+    parser.add_argument("--jacobians", action="store_true", help="Jacobians per dense solve")
     args = parser.parse_args()
     if args.quick:
         args.lengths, args.hidden, args.batch, args.repeats = [1024, 4096], [8, 64], [1], 3
     env = environment()
+    if args.jacobians:
+        for hidden in args.hidden:
+            for length in args.lengths:
+                for row in count_jacobians(length, hidden):
+                    emit({"bench": "pararnn_jacobians", "length": length, "hidden": hidden, **row})
+        return
     if args.baseline:
         for hidden in args.hidden:
             for length in args.lengths:

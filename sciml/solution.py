@@ -16,6 +16,7 @@ item's message); with `throw=False` the caller reads `solution.result`.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import equinox as eqx
@@ -25,39 +26,59 @@ import optimistix as optx
 from jaxtyping import PyTree
 
 
-class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
-    """How an iterative routine ended. `RESULTS.successful` is the only success.
+# lineax's `successful` has an empty message, so `print(RESULTS.successful)`
+# showed `RESULTS<>`; ours names it. Equinox warns when a subclass gives an
+# inherited item a new message, which is the intent here.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "Enumeration has duplicate incompatible values")
 
-    Inherited from lineax / optimistix: `max_steps_reached`, `singular`,
-    `breakdown`, `stagnation`, `conlim`, `nonfinite_input`,
-    `nonlinear_max_steps_reached`, `nonlinear_divergence`, `nonfinite`.
+    class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
+        """How an iterative routine ended. `RESULTS.successful` is the only success.
+
+        Inherited from lineax / optimistix: `max_steps_reached`, `singular`,
+        `breakdown`, `stagnation`, `conlim`, `nonfinite_input`,
+        `nonlinear_max_steps_reached`, `nonlinear_divergence`, `nonfinite`.
+        An item prints as its message (`RESULTS<successful>` on success);
+        [`result_name`][sciml.solution.result_name] gives its name.
+        """
+
+        successful = "successful"
+        recurrence_max_steps_reached = (
+            "solve_recurrence: the residual did not reach the tolerance within the step cap "
+            "(Newton and its fallback). The recurrence may be non-contractive; use "
+            "Fallback(Newton(), Sequential()), raise max_steps, or pass throw=False and read "
+            "solution.stats."
+        )
+        recurrence_nonfinite = (
+            "solve_recurrence: non-finite values (NaN or Inf) in the returned states, or in "
+            "Newton iterates that no fallback recovered from. With a Sequential() fallback this "
+            "means the recurrence itself is not finite on this input."
+        )
+        insr_objective_increased = (
+            "sciml.insr: a time step (or the initial fit) ended with a larger objective than at "
+            "its warm start, the previous weights; the per-step solver diverged. Lower "
+            "AdamSolver's learning_rate, or use LeastSquaresSolver; read solution.stats "
+            "'loss_initial' and 'loss' per step."
+        )
+
+
+def result_name(result: RESULTS) -> str:
+    """The name of a concrete `RESULTS` item: `"successful"`,
+    `"recurrence_max_steps_reached"`, ... (`RESULTS[result]` is its message).
+
+    **Raises:** `ValueError` for a traced or batched item (under `jit` or
+    `vmap`), which has no single name.
     """
-
-    recurrence_max_steps_reached = (
-        "solve_recurrence: the residual did not reach the tolerance within the step cap "
-        "(Newton and its fallback). The recurrence may be non-contractive; use "
-        "Fallback(Newton(), Sequential()), raise max_steps, or pass throw=False and read "
-        "solution.stats."
-    )
-    recurrence_nonfinite = (
-        "solve_recurrence: non-finite values (NaN or Inf) in the returned states, or in "
-        "Newton iterates that no fallback recovered from. With a Sequential() fallback this "
-        "means the recurrence itself is not finite on this input."
-    )
-    insr_objective_increased = (
-        "sciml.insr: a time step (or the initial fit) ended with a larger objective than at "
-        "its warm start, the previous weights; the per-step solver diverged. Lower "
-        "AdamSolver's learning_rate, or use LeastSquaresSolver; read solution.stats "
-        "'loss_initial' and 'loss' per step."
-    )
-
-
-def _result_name(index: int) -> str:
-    # equinox enumerations map names to items; invert it for printing.
+    if not isinstance(result, RESULTS):
+        raise ValueError(f"`result` must be an item of sciml.solution.RESULTS, got {result!r}.")
+    index = result._value
+    if isinstance(index, jax.core.Tracer) or np.ndim(index) != 0:
+        raise ValueError("`result` must be one concrete item, not a traced or batched one.")
+    # equinox enumerations map names to items; invert it.
     for name, item in RESULTS._name_to_item.items():
-        if int(item._value) == index:
+        if int(item._value) == int(index):
             return name
-    return f"<unknown result {index}>"
+    raise ValueError(f"`result` has no name: index {int(index)} is not in RESULTS.")
 
 
 def _format_stat(value: Any) -> str:
@@ -110,7 +131,7 @@ class Solution(eqx.Module):
         if isinstance(index, jax.core.Tracer):
             result = "<traced>"
         elif np.ndim(index) == 0:
-            result = _result_name(int(index))
+            result = result_name(self.result)
         else:
             result = f"<batch of {np.size(index)} results>"
         stats = ", ".join(f"{key}={_format_stat(val)}" for key, val in self.stats.items())

@@ -11,6 +11,7 @@ is what makes `fine[::2, ::2]` a faithful coarse sample.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 
 import jax
 import jax.numpy as jnp
@@ -162,3 +163,21 @@ def periodic_grf_1d(
     amp[0] = 0.0
     field = np.fft.ifft(amp * xi * s).real
     return jnp.asarray(field, jnp.result_type(float) if dtype is None else dtype)
+
+
+def grf_batch(
+    sample: Callable[..., Array],
+    key: jax.Array,
+    indices: Iterable[int],
+    shape: tuple[int, ...],
+    **kwargs,
+) -> Array:
+    """The fields `sample(fold_in(key, i), shape[0], **kwargs)` for `i` in
+    `indices`, stacked: `(len(indices), *shape)` (`sample` is `periodic_grf`
+    or `periodic_grf_1d`, `shape` one sample's). Sample `i` depends only on
+    `(key, i)`, so a data set can be extended or generated in parts."""
+    fields = [sample(jax.random.fold_in(key, int(i)), shape[0], **kwargs) for i in indices]
+    if fields:
+        return jnp.stack(fields)
+    dtype = kwargs.get("dtype")
+    return jnp.zeros((0, *shape), jnp.result_type(float) if dtype is None else dtype)

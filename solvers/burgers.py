@@ -29,7 +29,7 @@ from jaxtyping import Array, Complex, Float
 
 from ._batched import record_batch
 from ._checks import check_finite
-from ._grf import periodic_grf_1d
+from ._grf import grf_batch, periodic_grf_1d
 from ._grid import (
     check_dtype,
     check_field,
@@ -219,23 +219,16 @@ def random_initial(
     default the FNO benchmark's `625 (−Δ + 25 I)^{−2}`. Sample `i` uses
     `fold_in(key, i)` and is the same function at every resolution."""
     check_resolution(resolution)
-    return _grf_batch(key, range(n), resolution, alpha, tau, sigma, dtype)
-
-
-def _grf_batch(key, indices, resolution, alpha, tau, sigma, dtype):
-    fields = [
-        periodic_grf_1d(
-            jax.random.fold_in(key, int(i)),
-            resolution,
-            alpha=alpha,
-            tau=tau,
-            sigma=sigma,
-            dtype=dtype,
-        )
-        for i in indices
-    ]
-    dtype = jnp.result_type(float) if dtype is None else dtype
-    return jnp.stack(fields) if fields else jnp.zeros((0, *(resolution,) * 1), dtype)
+    return grf_batch(
+        periodic_grf_1d,
+        key,
+        range(n),
+        (resolution,),
+        alpha=alpha,
+        tau=tau,
+        sigma=sigma,
+        dtype=dtype,
+    )
 
 
 def cole_hopf(
@@ -274,7 +267,9 @@ def make_dataset(
         raise ValueError(f"n_records must be >= 1, got {n_records!r}.")
     times = t_final * np.arange(1, n_records + 1) / n_records
     key = jax.random.key(seed)
-    u0 = _grf_batch(key, range(start, start + n), resolution, 2.0, 5.0, 25.0, None)
+    u0 = grf_batch(
+        periodic_grf_1d, key, range(start, start + n), (resolution,), alpha=2.0, tau=5.0, sigma=25.0
+    )
     out = np.asarray(solve(u0, params, times)) if n else np.zeros((0, n_records, resolution))
     if not np.all(np.isfinite(out)):
         raise FloatingPointError(f"the Burgers solution blew up; lower dt (now {dt}).")

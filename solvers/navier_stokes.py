@@ -51,7 +51,7 @@ from jaxtyping import Array, Complex, Float
 
 from ._batched import check_square_fields, record_batch, repeat_batch
 from ._checks import check_finite
-from ._grf import periodic_grf
+from ._grf import grf_batch, periodic_grf
 from ._grid import (
     check_choice,
     check_dtype,
@@ -397,23 +397,16 @@ def random_vorticity(
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n!r}.")
     sigma = tau ** (alpha - 1.0) if sigma is None else sigma
-    return _grf_batch(key, range(n), resolution, alpha, tau, sigma, dtype)
-
-
-def _grf_batch(key, indices, resolution, alpha, tau, sigma, dtype):
-    fields = [
-        periodic_grf(
-            jax.random.fold_in(key, int(i)),
-            resolution,
-            alpha=alpha,
-            tau=tau,
-            sigma=sigma,
-            dtype=dtype,
-        )
-        for i in indices
-    ]
-    dtype = jnp.result_type(float) if dtype is None else dtype
-    return jnp.stack(fields) if fields else jnp.zeros((0, *(resolution,) * 2), dtype)
+    return grf_batch(
+        periodic_grf,
+        key,
+        range(n),
+        (resolution,) * 2,
+        alpha=alpha,
+        tau=tau,
+        sigma=sigma,
+        dtype=dtype,
+    )
 
 
 def make_dataset(
@@ -477,7 +470,9 @@ def make_dataset(
     for lo in range(0, n, batch_size):
         m = min(batch_size, n - lo)
         indices = range(start + lo, start + lo + m)
-        w0 = _grf_batch(key, indices, resolution, 2.5, 7.0, 7.0**1.5, None)
+        w0 = grf_batch(
+            periodic_grf, key, indices, (resolution,) * 2, alpha=2.5, tau=7.0, sigma=7.0**1.5
+        )
         if t_start > 0:
             out = np.asarray(solve(w0, params, np.concatenate([[t_start], times])))
             w0, out = out[:, 0], out[:, 1:]

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._checks import check_pair
+
 
 FACES = ("left", "right", "bottom", "top")
 
@@ -32,16 +34,6 @@ def _check_face(face: Any) -> str:
     if face not in FACES:
         raise ValueError(f"`face` must be one of {FACES}, got {face!r}.")
     return face
-
-
-def _pair(name: str, value: Any) -> tuple[float, float]:
-    try:
-        pair = tuple(float(v) for v in value)
-    except TypeError:
-        pair = ()
-    if len(pair) != 2 or not all(jnp.isfinite(jnp.asarray(pair))):
-        raise ValueError(f"`{name}` must be two finite numbers, got {value!r}.")
-    return pair
 
 
 def face_axis_value(face: str, lower: tuple, upper: tuple) -> tuple[int, float]:
@@ -100,7 +92,7 @@ class Clamp(_Face):
 
     def __init__(self, face: str, displacement: Any = (0.0, 0.0)):
         self.face = _check_face(face)
-        self.displacement = _pair("displacement", displacement)
+        self.displacement = check_pair("displacement", displacement)
 
     def residual(self, u, scale):
         return u - scale * jnp.asarray(self.displacement, u.dtype)
@@ -140,8 +132,8 @@ class Pin(AbstractConstraint):
     size: ClassVar[int] = 2
 
     def __init__(self, point: Any, displacement: Any = (0.0, 0.0)):
-        self.point = _pair("point", point)
-        self.displacement = _pair("displacement", displacement)
+        self.point = check_pair("point", point)
+        self.displacement = check_pair("displacement", displacement)
 
     def sample(self, key, n, lower, upper, dtype):
         return jnp.broadcast_to(jnp.asarray(self.point, dtype), (n, 2))

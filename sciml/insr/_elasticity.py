@@ -27,7 +27,6 @@ Scenes ([`Elasticity2D.scene`][sciml.insr.Elasticity2D.scene]):
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import equinox as eqx
@@ -35,36 +34,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_positive_int
+from .._checks import check_pair, check_positive_int, check_real
 from ._constraints import AbstractConstraint, Pin, Roller
 from ._hyperelastic import energy_density
 from ._problem import AbstractProblem, Field
 
 
 SCENES = ("free_fall", "stretch", "column", "floor")
-
-
-def _finite(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"`{name}` must be a finite number, got {value!r}.")
-    return float(value)
-
-
-def _positive(name: str, value: Any) -> float:
-    value = _finite(name, value)
-    if not value > 0:
-        raise ValueError(f"`{name}` must be > 0, got {value!r}.")
-    return value
-
-
-def _pair(name: str, value: Any) -> tuple[float, float]:
-    try:
-        pair = tuple(value)
-    except TypeError:
-        pair = ()
-    if len(pair) != 2:
-        raise ValueError(f"`{name}` must be two numbers, got {value!r}.")
-    return tuple(_finite(name, v) for v in pair)
 
 
 class Elasticity2D(AbstractProblem):
@@ -122,15 +98,13 @@ class Elasticity2D(AbstractProblem):
         ramp_time: float = 0.0,
         initial_amplitude: float = 0.0,
     ):
-        self.lower, self.upper = _pair("lower", lower), _pair("upper", upper)
+        self.lower, self.upper = check_pair("lower", lower), check_pair("upper", upper)
         if not all(u > lo for lo, u in zip(self.lower, self.upper)):
             raise ValueError(f"need `lower` < `upper` per axis, got {lower!r} and {upper!r}.")
-        self.a = _positive("a", a)
-        self.b = _finite("b", b)
-        if self.b < 0:
-            raise ValueError(f"`b` must be >= 0, got {b!r}.")
-        self.mass = _positive("mass", mass)
-        self.force = _pair("force", force)
+        self.a = check_real("a", a, positive=True)
+        self.b = check_real("b", b, minimum=0)
+        self.mass = check_real("mass", mass, positive=True)
+        self.force = check_pair("force", force)
         self.n_force_steps = check_positive_int("n_force_steps", n_force_steps, allow_none=True)
         constraints = tuple(constraints)
         for c in constraints:
@@ -140,15 +114,15 @@ class Elasticity2D(AbstractProblem):
                     f"{type(c).__name__}."
                 )
         self.constraints = constraints
-        self.boundary_weight = _finite("boundary_weight", boundary_weight)
+        self.boundary_weight = check_real("boundary_weight", boundary_weight)
         if self.boundary_weight < 0:
             raise ValueError(f"`boundary_weight` must be >= 0, got {boundary_weight!r}.")
-        self.floor = None if floor is None else _finite("floor", floor)
-        self.contact_stiffness = _positive("contact_stiffness", contact_stiffness)
-        self.ramp_time = _finite("ramp_time", ramp_time)
+        self.floor = check_real("floor", floor, allow_none=True)
+        self.contact_stiffness = check_real("contact_stiffness", contact_stiffness, positive=True)
+        self.ramp_time = check_real("ramp_time", ramp_time)
         if self.ramp_time < 0:
             raise ValueError(f"`ramp_time` must be >= 0, got {ramp_time!r}.")
-        self.initial_amplitude = _finite("initial_amplitude", initial_amplitude)
+        self.initial_amplitude = check_real("initial_amplitude", initial_amplitude)
         self.in_size, self.out_size = 2, 2
 
     @classmethod

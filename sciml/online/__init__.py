@@ -49,6 +49,9 @@ _EXPORTS = {
     "ParameterSpace": "._sampler",
     "Sobol": "._sampler",
     "SlurmLauncher": "._slurm",
+    "CloseStatus": "._status",
+    "JobEnd": "._status",
+    "RunState": "._status",
     "SampleStream": "._stream",
     "Study": "._study",
     "offline_data": "._study",
@@ -103,6 +106,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the API docs
         Sobol as Sobol,
     )
     from ._slurm import SlurmLauncher as SlurmLauncher
+    from ._status import CloseStatus as CloseStatus, JobEnd as JobEnd, RunState as RunState
     from ._stream import SampleStream as SampleStream
     from ._study import (
         Study as Study,

@@ -62,7 +62,6 @@ samples before they reach it.
 from __future__ import annotations
 
 import abc
-import numbers
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -71,7 +70,7 @@ import jax
 import numpy as np
 from jaxtyping import ArrayLike, PRNGKeyArray
 
-from .._checks import check_positive_int
+from .._checks import check_int, check_positive_int, is_int
 
 
 # Positions in `BufferState.counters`.
@@ -120,18 +119,6 @@ def _rng(key) -> np.random.Generator:
     return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
 
 
-def _check_count(name: str, value, upper: int | None = None) -> None:
-    """`value` must be an integer `>= 0` (and `<= upper` when given)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Integral)
-        or value < 0
-        or (upper is not None and value > upper)
-    ):
-        accepted = "an integer >= 0" if upper is None else f"an integer in [0, {upper}]"
-        raise ValueError(f"`{name}` must be {accepted}, got {value!r}.")
-
-
 def _check_fields(sample: Mapping[str, ArrayLike], data: dict[str, np.ndarray]) -> dict:
     """`sample` as numpy arrays; its names, shapes and dtypes must be `data`'s."""
     if not isinstance(sample, Mapping) or set(sample) != set(data):
@@ -152,7 +139,7 @@ def _check_sample_id(sample_id) -> tuple[int, int]:
     ok = (
         isinstance(sample_id, tuple | list)
         and len(sample_id) == 2
-        and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in sample_id)
+        and all(is_int(i) for i in sample_id)
         and min(sample_id) >= 0
     )
     if not ok:
@@ -232,7 +219,7 @@ class AbstractBuffer(eqx.Module):
 
     def __check_init__(self):
         check_positive_int("capacity", self.capacity)
-        _check_count("min_new_per_batch", self.min_new_per_batch, self.capacity)
+        check_int("min_new_per_batch", self.min_new_per_batch, minimum=0, maximum=self.capacity)
         self._check_policy()
 
     def _check_policy(self) -> None:
@@ -463,7 +450,7 @@ class FIRO(AbstractBuffer):
 
     def _check_policy(self):
         check_positive_int("reads", self.reads)
-        _check_count("watermark", self.watermark, self.capacity)
+        check_int("watermark", self.watermark, minimum=0, maximum=self.capacity)
 
     def _started(self, state, ended):
         return ended or _size(state) >= self.watermark

@@ -28,6 +28,9 @@ from typing import Any
 
 #: The environment variable that carries the study's secret (hex) to a job.
 SECRET_ENV = "SCIML_ONLINE_SECRET"
+#: The environment variable that names the trainer's process id to a job it
+#: started as its own child process: the job then ends when the trainer does.
+PARENT_ENV = "SCIML_ONLINE_PARENT"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +141,10 @@ class LocalLauncher(AbstractLauncher):
       accelerator to the trainer (default True).
     - `threads`: CPU threads per solver process for XLA and BLAS (default 1:
       the trainer keeps the other cores).
+
+    A solver process dies with the trainer (whose id it finds in `PARENT_ENV`;
+    see the worker's `die_with_parent`): a killed trainer leaves no solver
+    behind, not even a stopped one.
     """
 
     def __init__(
@@ -154,7 +161,10 @@ class LocalLauncher(AbstractLauncher):
             proc = subprocess.Popen(
                 worker_command(spec_path),
                 env=solver_environment(
-                    secret, threads=self.threads, cpu_only=self.cpu_only, env=self.env
+                    secret,
+                    threads=self.threads,
+                    cpu_only=self.cpu_only,
+                    env={**self.env, PARENT_ENV: str(os.getpid())},
                 ),
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -36,8 +36,8 @@ from __future__ import annotations
 import equinox as eqx
 import numpy as np
 
-from .._checks import check_choice
-from ._buffers import N_PUT, AbstractBuffer, BufferState, _check_count, _random_slots, _size
+from .._checks import check_choice, check_int
+from ._buffers import N_PUT, AbstractBuffer, BufferState, _random_slots, _size
 
 
 class Reservoir(AbstractBuffer):
@@ -68,9 +68,9 @@ class Reservoir(AbstractBuffer):
     seed: int = eqx.field(static=True, default=0)
 
     def _check_policy(self):
-        _check_count("watermark", self.watermark, self.capacity)
+        check_int("watermark", self.watermark, minimum=0, maximum=self.capacity)
         check_choice("replacement", self.replacement, ("seen", "uniform"))
-        _check_count("seed", self.seed)
+        check_int("seed", self.seed, minimum=0)
 
     def _started(self, state, ended):
         return ended or bool(state.counters[N_PUT] >= self.watermark)

@@ -11,6 +11,10 @@ Semantics (the same for every launcher):
 - After `max_attempts` attempts it is **failed** (logged with its parameters),
   and a new run with freshly drawn parameters takes its place, so the study
   still trains on `n_runs` complete runs.
+- An attempt that sent a non-finite sample is **retired**: its messages are
+  refused from then on (it is no longer a known attempt) and the run ends as
+  if its job had crashed: pending again, or failed and redrawn. A diverging
+  solver therefore costs `max_attempts` attempts, never the study.
 
 The table is plain JSON data, so it is checkpointed with the model; runs that
 were running when the checkpoint was written are pending after a restore.
@@ -24,9 +28,10 @@ import numpy as np
 
 from ._launch import RunSpec
 from ._sampler import AbstractSampler, ParameterSpace
+from ._status import RunState
 
 
-PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+PENDING, RUNNING, DONE, FAILED = RunState.PENDING, RunState.RUNNING, RunState.DONE, RunState.FAILED
 
 
 def run_seed(seed: int, run: int) -> int:
@@ -61,13 +66,14 @@ class RunTable:
         self.attempts = [0] * n
         self.received = [0] * n
         self.replaced_by: dict[int, int] = {}
+        self.retired: set[tuple[int, int]] = set()
 
     # -- queries ---------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self.status)
 
-    def count(self, status: str) -> int:
+    def count(self, status: RunState) -> int:
         return self.status.count(status)
 
     def pending(self) -> list[int]:
@@ -78,8 +84,10 @@ class RunTable:
         return self.count(PENDING) == 0 and self.count(RUNNING) == 0
 
     def is_known(self, run: int, attempt: int) -> bool:
-        """Whether `(run, attempt)` was ever started (messages of others are rejected)."""
-        return 0 <= run < len(self) and 0 <= attempt < self.attempts[run]
+        """Whether `(run, attempt)` was ever started and is not retired
+        (messages of others are rejected)."""
+        started = 0 <= run < len(self) and 0 <= attempt < self.attempts[run]
+        return started and (run, attempt) not in self.retired
 
     def spec(self, run: int) -> RunSpec:
         return RunSpec(
@@ -108,7 +116,7 @@ class RunTable:
         if self.received[run] == self.n_steps and self.status[run] != DONE:
             self.status[run] = DONE
 
-    def ended(self, run: int) -> str:
+    def ended(self, run: int) -> RunState:
         """The job of `run` has ended: returns the run's new state.
 
         Done runs stay done; others are pending again, or failed and replaced
@@ -123,6 +131,16 @@ class RunTable:
         self.replaced_by[run] = self._redraw()
         return FAILED
 
+    def retire(self, run: int, attempt: int) -> RunState:
+        """Attempt `attempt` of `run` sent a non-finite sample: refuses its
+        messages from now on and, if it is the run's running attempt, ends the
+        run as [`ended`][sciml.online.RunTable.ended] does. Returns the run's
+        state."""
+        self.retired.add((run, attempt))
+        if self.status[run] == RUNNING and attempt == self.attempts[run] - 1:
+            return self.ended(run)
+        return self.status[run]
+
     def _redraw(self) -> int:
         run = len(self)
         row = self.sampler.draw(self.space, run + 1)[-1]
@@ -133,12 +151,14 @@ class RunTable:
         return run
 
     def failed_runs(self) -> list[dict[str, Any]]:
-        """The failed runs with their parameters, attempts and replacement."""
+        """The failed runs with their parameters, attempts, the attempts that
+        sent non-finite samples, and replacement."""
         return [
             {
                 "run": r,
                 "params": self.space.as_dict(self.params[r]),
                 "attempts": self.attempts[r],
+                "non_finite_attempts": sorted(a for run, a in self.retired if run == r),
                 "replaced_by": self.replaced_by.get(r),
             }
             for r, s in enumerate(self.status)
@@ -153,6 +173,7 @@ class RunTable:
             "attempts": list(self.attempts),
             "received": list(self.received),
             "replaced_by": {str(k): v for k, v in self.replaced_by.items()},
+            "retired": sorted(self.retired),
         }
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -161,7 +182,8 @@ class RunTable:
         if n < self.n_runs:
             raise ValueError(f"the saved run table has {n} runs, the study plans {self.n_runs}.")
         self.params = self.sampler.draw(self.space, n)
-        self.status = [PENDING if s == RUNNING else s for s in data["status"]]
+        self.status = [PENDING if s == RUNNING else RunState(s) for s in data["status"]]
         self.attempts = [int(a) for a in data["attempts"]]
         self.received = [int(c) for c in data["received"]]
         self.replaced_by = {int(k): int(v) for k, v in data["replaced_by"].items()}
+        self.retired = {(int(r), int(a)) for r, a in data.get("retired", [])}

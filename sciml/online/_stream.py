@@ -6,7 +6,10 @@ one lock between them:
 - the **receiver** thread ([`SampleReceiver`][sciml.online.SampleReceiver])
   authenticates, checks and de-duplicates each message and puts the sample
   (its fields plus the run's parameters) into the buffer, waiting while the
-  buffer is full (ZeroMQ then holds the solvers back);
+  buffer is full (ZeroMQ then holds the solvers back); a sample with a NaN or
+  an infinity never reaches the buffer: the attempt that sent it is retired
+  and its run resubmitted, or failed and redrawn after `max_attempts` (so no
+  checkpoint can hold a non-finite sample);
 - the **scheduler** thread keeps `concurrency` solver jobs running, notices a
   job that exited or went silent for `timeout` seconds (then kills it), and
   hands its unfinished runs back to the run table (resubmit, or redraw after
@@ -40,9 +43,10 @@ from ..training import EndOfData, Extra
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, SolverJob
 from ._runs import DONE, FAILED, RUNNING, RunTable
+from ._status import CloseStatus, JobEnd
 from ._study import Study
 from ._transport import SampleReceiver, connect_address
-from ._wire import Message, Schema, new_secret
+from ._wire import REJECT_REASONS, Message, Schema, new_secret
 
 
 # Seconds a job that failed is given for its last messages to arrive before
@@ -64,7 +68,7 @@ class _Job:
     handle: Any
     last_activity: float
     heard: bool = False  # a message arrived (until then, start-up time is allowed too)
-    exit_code: int | str | None = None
+    exit_code: int | JobEnd | None = None
     exited_at: float | None = None
 
 
@@ -177,6 +181,7 @@ class SampleStream:
             on_data=self._on_data,
             on_close=self._on_close,
             is_known_run=self._is_known,
+            on_non_finite=self._on_non_finite,
             address=self.study.address,
             accepted=list(self.accepted),
         )
@@ -216,7 +221,12 @@ class SampleStream:
         with self.lock:
             return self.table.is_known(run, attempt)
 
-    def _touch(self, run: int) -> None:
+    def _touch(self, msg: Message) -> None:
+        """A message of the running attempt of `msg.run` resets its job's hang
+        timer (one of an earlier attempt does not)."""
+        run = msg.run
+        if self.table.status[run] != RUNNING or msg.attempt != self.table.attempts[run] - 1:
+            return
         job = self.jobs.get(self.run_job.get(run, -1))
         if job is not None:
             job.last_activity = time.perf_counter()
@@ -224,24 +234,32 @@ class SampleStream:
 
     def _on_open(self, msg: Message) -> None:
         with self.lock:
-            self._touch(msg.run)
+            self._touch(msg)
 
     def _on_close(self, msg: Message) -> None:
         with self.lock:
-            self._touch(msg.run)
-            if msg.status != "ok":
+            self._touch(msg)
+            if CloseStatus.of(msg.status) is not CloseStatus.OK:
                 self._event("run_error", run=msg.run, attempt=msg.attempt, status=msg.status)
+
+    def _on_non_finite(self, msg: Message) -> None:
+        with self.lock:
+            state = self.table.retire(msg.run, msg.attempt)
+            self._event(
+                "run_non_finite", run=msg.run, attempt=msg.attempt, step=msg.step, state=state
+            )
+            self.lock.notify_all()
 
     def _on_data(self, msg: Message) -> None:
         sample = dict(msg.fields)
         sample["params"] = self.table.params[msg.run].astype(np.float32)
         with self.lock:
-            self._touch(msg.run)
+            self._touch(msg)
             while not self.buffer.can_put(self.state):
                 if self.stopping:
                     return
                 self.lock.wait(_TICK)
-                self._touch(msg.run)  # waiting on the trainer is not a hang
+                self._touch(msg)  # waiting on the trainer is not a hang
             self.state = self.buffer.put(self.state, sample, (msg.run, msg.step))
             self.accepted.append((msg.run, msg.step))
             self.counters["received"] += 1
@@ -281,7 +299,7 @@ class SampleStream:
                 limit = self.study.timeout + (0 if job.heard else self.study.start_timeout)
                 if code is None and now - job.last_activity > limit:
                     self.launcher.cancel(job.handle)
-                    code = "timeout"
+                    code = JobEnd.TIMEOUT
                     self.counters["jobs_hung"] += 1
                 if code is not None:
                     job.exit_code, job.exited_at = code, now
@@ -289,7 +307,12 @@ class SampleStream:
                         self.counters["jobs_failed"] += 1
                         self._event("job_failed", job=job.id, runs=job.runs, exit=code)
             if job.exited_at is not None:
-                waiting = [r for r in job.runs if self.table.status[r] == RUNNING]
+                # a run retired and resubmitted meanwhile belongs to its new job
+                waiting = [
+                    r
+                    for r in job.runs
+                    if self.table.status[r] == RUNNING and self.run_job[r] == job.id
+                ]
                 if job.exit_code == 0:
                     since, limit = max(job.exited_at, job.last_activity), self.study.timeout
                 else:
@@ -357,7 +380,8 @@ class SampleStream:
         return batch
 
     def monitor(self) -> dict[str, float | int]:
-        """Counters and rates for the progress bar and `metrics.jsonl`."""
+        """Counters and rates for the progress bar and `metrics.jsonl`;
+        `rejected_<reason>` once a message was rejected for that reason."""
         receiver = self._receiver_totals()
         with self.lock:
             now = time.perf_counter()
@@ -378,7 +402,18 @@ class SampleStream:
             values["reuse"] = stats["mean_seen"]
             values["duplicates"] = receiver.get("duplicates", 0)
             values["rejected"] = receiver.get("rejected", 0)
+            # per reason once one occurred (a clean study's progress bar stays short)
+            for reason, count in self._rejections(receiver).items():
+                if count and reason != "duplicate":
+                    values[f"rejected_{reason}"] = count
             return values
+
+    @staticmethod
+    def _rejections(receiver: dict[str, int]) -> dict[str, int]:
+        """Messages dropped, by reason: each of `REJECT_REASONS` and `"duplicate"`."""
+        counts = {reason: receiver.get(f"rejected_{reason}", 0) for reason in REJECT_REASONS}
+        counts["duplicate"] = receiver.get("duplicates", 0)
+        return counts
 
     def summary(self) -> dict[str, Any]:
         """Totals for `summary.json`."""
@@ -388,6 +423,7 @@ class SampleStream:
             "samples_trained": self.counters["trained"],
             "duplicates_dropped": counts.get("duplicates", 0),
             "messages_rejected": counts.get("rejected", 0),
+            "rejections": self._rejections(counts),
             "runs_done": self.table.count(DONE),
             "runs_failed": self.table.count(FAILED),
             "failed_runs": self.table.failed_runs(),

@@ -47,8 +47,9 @@ class OnlineResult:
     - `model`: the trained model;
     - `fit`: the [`FitResult`][sciml.training.FitResult] of the loop;
     - `summary`: samples received and trained, duplicates dropped, messages
-      rejected, runs done and failed (with their parameters), jobs started,
-      failed and hung, and the fraction of the loop spent waiting for data;
+      rejected (in total and, under `"rejections"`, by reason), runs done and
+      failed (with their parameters), jobs started, failed and hung, and the
+      fraction of the loop spent waiting for data;
     - `validation`: the validation data (`{name: array}`).
     """
 

@@ -15,7 +15,10 @@ as a duplicate: a restarted solver (a new `attempt`) resending its first steps,
 or a replayed message, never reaches the buffer twice. An id is recorded just
 before `on_data` is called with it; `in_flight()` names the id whose `on_data`
 has not yet returned, so a checkpoint taken while `on_data` blocks can tell
-whether that sample is already in the buffer.
+whether that sample is already in the buffer. Open and close messages are
+idempotent the same way: the first open and the first close of each
+`(run, attempt)` reach `on_open` / `on_close`; a replay of either is dropped
+and counted as a duplicate (so it cannot, say, keep a hung run's timer alive).
 
 **Back-pressure.** `on_data` may block (the buffer is full): ZeroMQ then
 queues up to `hwm` messages on the server and `sndhwm` per solver, after which
@@ -25,11 +28,16 @@ the solvers' `send` blocks. Both count toward memory: at most
 **Hostile input.** `zmq.MAXMSGSIZE` is set just above the largest frame a valid
 message has, so ZeroMQ drops a larger frame and disconnects that peer without
 allocating it. Every other bad message is rejected by `decode` (or as an
-unknown run) and counted under `counters()["rejected_<reason>"]`; an exception
-while decoding never stops the receiver. An exception raised by a callback
-(`on_open`, `on_data`, `on_close`, `is_known_run`) is a bug in the caller: it
-stops the receiving thread, is kept in `receiver.error` and re-raised by
-`stop()`.
+unknown run) and counted under `counters()["rejected_<reason>"]`. A data
+message with a NaN or an infinity in a field is rejected as `non_finite`
+before it can reach `on_data`, and handed to `on_non_finite`, so that the
+run that sent it can be failed. Rejections are also reported as a warning
+(logger `sciml.online._transport`), at most one line per `WARNING_INTERVAL`
+seconds, that counts them by reason since the previous line (the last ones are
+reported when the receiver stops). An exception while decoding never stops the
+receiver. An exception raised by a callback (`on_open`, `on_data`, `on_close`,
+`on_non_finite`, `is_known_run`) is a bug in the caller: it stops the
+receiving thread, is kept in `receiver.error` and re-raised by `stop()`.
 
 Nothing here imports JAX: solver processes that only send stay light.
 """
@@ -37,7 +45,6 @@ Nothing here imports JAX: solver processes that only send stay light.
 from __future__ import annotations
 
 import logging
-import numbers
 import os
 import re
 import threading
@@ -49,12 +56,15 @@ from typing import Any
 import numpy as np
 import zmq
 
+from .._checks import check_int
+from ._status import CloseStatus
 from ._wire import (
     MAX_HEADER_BYTES,
     REJECT_REASONS,
     Message,
     RejectedMessage,
     Schema,
+    check_finite,
     check_secret,
     decode,
     encode_close,
@@ -68,15 +78,11 @@ SECRET_ENV = "SCIML_ONLINE_SECRET"
 # within it they reach `decode` and are counted as oversized.
 MAXMSGSIZE_SLACK = 4096
 _POLL_MS = 100
+#: Seconds between two warning lines about rejected messages.
+WARNING_INTERVAL = 10.0
+_DETAIL_CHARS = 200  # of a rejection's text in a warning line
 _BATCH = 256  # messages handled between two checks of the stop flag
 _log = logging.getLogger(__name__)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    # `sciml._checks` imports JAX; solver processes import this module without it.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
 
 
 def _check_address(address: Any) -> str:
@@ -119,6 +125,8 @@ class SampleReceiver:
       `on_data` may block (back-pressure).
     - `is_known_run`: `(run, attempt) -> bool`; a message of an unknown run is
       rejected as `"unknown_run"`.
+    - `on_non_finite`: called with each data message of a known run that was
+      rejected as `"non_finite"` (its step is not recorded as accepted).
     - `address`: the endpoint to bind; `None` binds a random loopback port
       `"tcp://127.0.0.1:*"`. `"ipc://PATH"` works too; listen on other
       interfaces only by passing such an address explicitly.
@@ -139,6 +147,7 @@ class SampleReceiver:
         on_data: Callable[[Message], None],
         on_close: Callable[[Message], None],
         is_known_run: Callable[[int, int], bool] = lambda run, attempt: True,
+        on_non_finite: Callable[[Message], None] = lambda message: None,
         address: str | None = None,
         accepted: Iterable[tuple[int, int]] = (),
         hwm: int = 64,
@@ -151,14 +160,16 @@ class SampleReceiver:
         self._on_data = _check_callable("on_data", on_data)
         self._on_close = _check_callable("on_close", on_close)
         self._is_known_run = _check_callable("is_known_run", is_known_run)
+        self._on_non_finite = _check_callable("on_non_finite", on_non_finite)
         self.address = _check_address("tcp://127.0.0.1:*" if address is None else address)
-        self._hwm = _check_int("hwm", hwm, 1)
+        self._hwm = check_int("hwm", hwm, minimum=1)
         ids = np.asarray(list(accepted), dtype=np.int64).reshape(-1, 2)
         self._accepted_list = [(int(run), int(step)) for run, step in ids]
         self._accepted_set = set(self._accepted_list)
         if len(self._accepted_set) != len(self._accepted_list):
             raise ValueError("`accepted` must not list a sample id twice.")
         self._in_flight: tuple[int, int] | None = None
+        self._announced: set[tuple[str, int, int]] = set()  # (kind, run, attempt)
         self._counters = dict.fromkeys(
             ["accepted", "duplicates", "opened", "closed", "rejected"]
             + [f"rejected_{reason}" for reason in REJECT_REASONS],
@@ -170,6 +181,9 @@ class SampleReceiver:
         self._context: zmq.Context | None = None
         self._socket: zmq.Socket | None = None
         self._last_activity = time.monotonic()
+        self._unreported: dict[str, int] = {}  # rejections since the last warning
+        self._last_rejection = ""
+        self._next_warning = 0.0
         self._stopped = False
         self.error: BaseException | None = None
 
@@ -206,6 +220,7 @@ class SampleReceiver:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
+        self._warn_rejections(force=True)
         if self._socket is not None:
             self._socket.close(linger=0)
             self._context.term()
@@ -262,6 +277,7 @@ class SampleReceiver:
         try:
             while not self._stopping.is_set():
                 if not socket.poll(_POLL_MS, zmq.POLLIN):
+                    self._warn_rejections()
                     continue
                 for _ in range(_BATCH):
                     frames = self._receive(socket)
@@ -290,28 +306,55 @@ class SampleReceiver:
                 frames.append(frame)
         return frames
 
-    def _count(self, key: str) -> None:
+    def _reject(self, reason: str, detail: str) -> None:
+        """Counts a rejected message and warns about it (rate-limited)."""
+        _log.debug("rejected a message: %s", detail)
         with self._lock:
-            self._counters[key] += 1
-            if key.startswith("rejected_"):
-                self._counters["rejected"] += 1
+            self._counters[f"rejected_{reason}"] += 1
+            self._counters["rejected"] += 1
+            self._unreported[reason] = self._unreported.get(reason, 0) + 1
+            self._last_rejection = detail[:_DETAIL_CHARS]
+        self._warn_rejections()
+
+    def _warn_rejections(self, force: bool = False) -> None:
+        """One warning line for the rejections since the last one, if any and
+        if `WARNING_INTERVAL` has passed since it (or `force`)."""
+        now = time.monotonic()
+        with self._lock:
+            if not self._unreported or (now < self._next_warning and not force):
+                return
+            counts, self._unreported = self._unreported, {}
+            last, self._next_warning = self._last_rejection, now + WARNING_INTERVAL
+        _log.warning(
+            "rejected %d messages (%s) at %s since the last report; the last: %s",
+            sum(counts.values()),
+            ", ".join(f"{reason}: {n}" for reason, n in sorted(counts.items())),
+            self.address,
+            last,
+        )
 
     def _handle(self, frames: list[bytes]) -> None:
         try:
             message = decode(frames, self._secret, self.schema)
         except RejectedMessage as error:
-            _log.debug("rejected a message: %s", error)
-            self._count(f"rejected_{error.reason}")
+            self._reject(error.reason, str(error))
             return
         except Exception as error:  # never let a bad message stop the receiver
-            _log.warning("could not decode a message (%r); counted as malformed", error)
-            self._count("rejected_malformed")
+            self._reject("malformed", f"malformed: could not decode it ({error!r})")
             return
         try:
             if not self._is_known_run(message.run, message.attempt):
-                self._count("rejected_unknown_run")
+                self._reject(
+                    "unknown_run", f"unknown_run: run {message.run}, attempt {message.attempt}"
+                )
                 return
             if message.kind == "data":
+                try:
+                    check_finite(message)
+                except RejectedMessage as error:
+                    self._reject(error.reason, str(error))
+                    self._on_non_finite(message)
+                    return
                 key = (message.run, message.step)
                 with self._lock:
                     if key in self._accepted_set:
@@ -324,12 +367,15 @@ class SampleReceiver:
                 self._on_data(message)
                 with self._lock:
                     self._in_flight = None
-            elif message.kind == "open":
-                self._count("opened")
-                self._on_open(message)
             else:
-                self._count("closed")
-                self._on_close(message)
+                key = (message.kind, message.run, message.attempt)
+                with self._lock:
+                    if key in self._announced:
+                        self._counters["duplicates"] += 1
+                        return
+                    self._announced.add(key)
+                    self._counters["opened" if message.kind == "open" else "closed"] += 1
+                (self._on_open if message.kind == "open" else self._on_close)(message)
         except BaseException as error:  # a bug in a callback: surface it in stop()
             self.error = error
 
@@ -369,15 +415,15 @@ class SolverClient:
     ):
         self.address = _check_address(address)
         self._secret = check_secret(secret)
-        self.run = _check_int("run", run, 0)
-        self.attempt = _check_int("attempt", attempt, 0)
-        sndhwm = _check_int("sndhwm", sndhwm, 1)
+        self.run = check_int("run", run, minimum=0)
+        self.attempt = check_int("attempt", attempt, minimum=0)
+        sndhwm = check_int("sndhwm", sndhwm, minimum=1)
         if send_timeout_ms is not None:
-            send_timeout_ms = _check_int("send_timeout_ms", send_timeout_ms, 1)
+            send_timeout_ms = check_int("send_timeout_ms", send_timeout_ms, minimum=1)
         self._send_timeout_ms = send_timeout_ms
         if linger_ms is None:
             linger_ms = 30000 if send_timeout_ms is None else send_timeout_ms
-        self._linger_ms = _check_int("linger_ms", linger_ms, 0)
+        self._linger_ms = check_int("linger_ms", linger_ms, minimum=0)
         self._opened = self._closed = False
         self._context = zmq.Context(io_threads=1)
         self._socket = self._context.socket(zmq.PUSH)
@@ -413,7 +459,7 @@ class SolverClient:
                 f"{self._send_timeout_ms / 1000:g} s; is it still running?"
             ) from None
 
-    def close(self, status: str = "ok") -> None:
+    def close(self, status: str = CloseStatus.OK) -> None:
         """Sends the close message, then closes the socket, waiting up to
         `linger_ms` for queued messages to be delivered; raises `TimeoutError`
         if they were not (the trainer is gone). Idempotent."""
@@ -456,12 +502,12 @@ class SolverClient:
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         if exc_type is None:
-            self.close("ok")
+            self.close(CloseStatus.OK)
             return
         if exc_type is TimeoutError:  # the trainer is gone: nothing would arrive
             self._linger_ms = 0
         try:
-            self.close(f"error: {exc_type.__name__}: {exc}")
+            self.close(CloseStatus.error(f"{exc_type.__name__}: {exc}"))
         except TimeoutError:
             pass  # the error in the block is the one to report
 

@@ -38,8 +38,11 @@ failure is reported with, is
 | `0 <= step < n_steps` | `step` |
 
 A known-run check (`unknown_run`) needs the run table and is the receiver's
-job. A replayed message passes `decode` (it carries a valid MAC); the receiver
-drops it as a duplicate by its sample id `(run, step)`.
+job, as is `check_finite` (`non_finite`), which it runs on each data message
+that passed `decode`: a NaN or infinity fails the run that sent it, so the
+receiver needs the message's run and attempt. A replayed message passes
+`decode` (it carries a valid MAC); the receiver drops it as a duplicate by its
+sample id `(run, step)`, or by `(run, attempt)` for an open or close.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_int, is_int
+from ._status import CloseStatus
+
 
 MAGIC = "sciml-online"
 VERSION = 1
@@ -64,7 +70,16 @@ MAX_HEADER_BYTES = 16384
 MAC_BYTES = 32
 MIN_SECRET_BYTES = 16
 KINDS = ("open", "data", "close")
-REJECT_REASONS = ("auth", "malformed", "oversized", "dtype", "shape", "step", "unknown_run")
+REJECT_REASONS = (
+    "auth",
+    "malformed",
+    "oversized",
+    "dtype",
+    "shape",
+    "step",
+    "unknown_run",
+    "non_finite",
+)
 # Fixed-size numeric types only: no object, string or structured dtypes on the wire.
 DTYPES = (
     "bool",
@@ -119,7 +134,7 @@ class FieldSpec:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"`name` must be a non-empty string, got {self.name!r}.")
         shape = tuple(self.shape) if isinstance(self.shape, Sequence) else None
-        if shape is None or not all(_is_int(n) and n >= 0 for n in shape):
+        if shape is None or not all(is_int(n) and n >= 0 for n in shape):
             raise ValueError(
                 f"`shape` of field {self.name!r} must be a tuple of integers >= 0, "
                 f"got {self.shape!r}."
@@ -164,7 +179,7 @@ class Schema:
         names = [f.name for f in fields]
         if len(set(names)) != len(names):
             raise ValueError(f"`fields` must have unique names, got {names}.")
-        if not _is_int(self.n_steps) or self.n_steps < 1:
+        if not is_int(self.n_steps) or self.n_steps < 1:
             raise ValueError(f"`n_steps` must be a positive integer, got {self.n_steps!r}.")
         object.__setattr__(self, "fields", fields)
         object.__setattr__(self, "n_steps", int(self.n_steps))
@@ -249,7 +264,7 @@ def encode_data(
 ) -> list[bytes]:
     """The frames of one time step: `fields` maps names to arrays (anything
     `np.asarray` takes, e.g. JAX arrays), sent in the dict's order."""
-    step = _check_nonnegative_int("step", step)
+    step = check_int("step", step, minimum=0)
     if not isinstance(fields, Mapping) or not fields:
         raise ValueError(f"`fields` must be a non-empty dict of name to array, got {fields!r}.")
     specs, arrays = [], []
@@ -268,7 +283,9 @@ def encode_data(
     return _frames(secret, _header("data", run, attempt, step=step, fields=specs), payload)
 
 
-def encode_close(secret: bytes, run: int, attempt: int, status: str = "ok") -> list[bytes]:
+def encode_close(
+    secret: bytes, run: int, attempt: int, status: str = CloseStatus.OK
+) -> list[bytes]:
     """The frames ending run `run`: `status` is `"ok"` or an error text (cut to
     `MAX_STATUS_CHARS` characters)."""
     if not isinstance(status, str):
@@ -344,14 +361,17 @@ def decode(frames: Sequence[bytes], secret: bytes, schema: Schema) -> Message:
     return Message(kind, run, attempt, step=step, fields=arrays)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _check_nonnegative_int(name: str, value: Any) -> int:
-    if not _is_int(value) or value < 0:
-        raise ValueError(f"`{name}` must be an integer >= 0, got {value!r}.")
-    return int(value)
+def check_finite(message: Message) -> None:
+    """Raises `RejectedMessage` (`non_finite`) if a floating or complex field of
+    a data message holds a NaN or an infinity (one vectorised pass per field)."""
+    for name, array in (message.fields or {}).items():
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            count = array.size - int(np.count_nonzero(np.isfinite(array)))
+            raise RejectedMessage(
+                "non_finite",
+                f"run {message.run} (attempt {message.attempt}), step {message.step}: "
+                f"field {name!r} has {count} non-finite values.",
+            )
 
 
 def _header(kind: str, run: int, attempt: int, **extra: Any) -> bytes:
@@ -359,8 +379,8 @@ def _header(kind: str, run: int, attempt: int, **extra: Any) -> bytes:
         "magic": MAGIC,
         "version": VERSION,
         "kind": kind,
-        "run": _check_nonnegative_int("run", run),
-        "attempt": _check_nonnegative_int("attempt", attempt),
+        "run": check_int("run", run, minimum=0),
+        "attempt": check_int("attempt", attempt, minimum=0),
         **extra,
     }
     data = json.dumps(head, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

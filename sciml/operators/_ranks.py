@@ -22,6 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import brentq
 
+from .._checks import is_int
+
 
 FACTORIZATIONS = ("dense", "cp", "tucker", "tt")
 
@@ -43,16 +45,12 @@ def _check_float_rank(rank: float) -> float:
     return float(rank)
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
 def _check_rank_type(rank, who: str, accepted: str) -> None:
     """Refuses what the contract does not define: strings, bools, floats in lists."""
-    if isinstance(rank, float | np.floating) or _is_int(rank):
+    if isinstance(rank, float | np.floating) or is_int(rank):
         return
     if isinstance(rank, Sequence | np.ndarray) and not isinstance(rank, str | bytes):
-        if all(_is_int(r) for r in rank):
+        if all(is_int(r) for r in rank):
             return
     raise ValueError(f"{who} `rank` must be {accepted}, got {rank!r}.")
 
@@ -64,7 +62,7 @@ def cp_rank(shape: Sequence[int], rank: float | int) -> int:
     `R` rounds to 0).
     """
     shape = _check_shape(shape)
-    if not (isinstance(rank, float | np.floating) or _is_int(rank)):
+    if not (isinstance(rank, float | np.floating) or is_int(rank)):
         raise ValueError(
             f"CP `rank` must be a float fraction in (0, 1] or a positive int, got {rank!r}."
         )

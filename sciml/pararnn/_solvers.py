@@ -87,12 +87,14 @@ def _residual(hs, fs):
     return jnp.max(jnp.abs(hs - fs))
 
 
-def _residual_and_finite(hs, fs, jac):
-    """`max|h − f|` (`inf` if anything is not finite) and whether `h`, `f`, `J` are
-    finite, from two reductions: a maximum propagates NaN, and `h − f` is finite
-    exactly when both are (`inf − inf` is NaN)."""
+def _residual_and_finite(hs, fs, jac=None):
+    """`max|h − f|` (`inf` if anything is not finite) and whether `h`, `f` and `J`
+    (unless None) are finite, from one reduction each: a maximum propagates NaN,
+    and `h − f` is finite exactly when both are (`inf − inf` is NaN)."""
     res = _residual(hs, fs)
-    finite = jnp.isfinite(res) & jnp.isfinite(jnp.max(jnp.abs(jac)))
+    finite = jnp.isfinite(res)
+    if jac is not None:
+        finite = finite & jnp.isfinite(jnp.max(jnp.abs(jac)))
     return jnp.where(finite, res, jnp.inf), finite
 
 
@@ -257,10 +259,26 @@ class Newton(AbstractSolver):
     def iterate(self, fn, h0, xs, structure, guess, tolerance):
         """Newton iterations from `guess`; returns `(iterations, hs, residual, finite)`."""
         quasi = self.quasi and structure.kind != "diagonal"
-        # the carry holds f and J at the iterate: one cell evaluation per iteration
-        fs, jac = _linearise(fn, h0, xs, guess, structure, quasi)
-        res, finite = _residual_and_finite(guess, fs, jac)
         jac_structure = Diagonal() if quasi else structure
+        # Where a Jacobian costs several cell evaluations (dense: `n` JVPs, block:
+        # one per block row), it is taken at the start of an iteration, so the
+        # iterate that converges gets cell values only (its residual) and no
+        # Jacobian: K iterations take K Jacobians, as DEER. A diagonal Jacobian
+        # is one JVP, cheaper than the extra cell evaluation that order needs,
+        # so it is taken with the values of each new iterate.
+        lazy = structure.kind != "diagonal"
+
+        def values(hs):
+            return jax.vmap(fn)(shift(h0, hs), xs)
+
+        def evaluate(hs):
+            """f at `hs`, and J at `hs` unless `lazy` (then None)."""
+            if lazy:
+                return values(hs), None
+            return _linearise(fn, h0, xs, hs, structure, quasi)
+
+        fs, jac = evaluate(guess)
+        res, finite = _residual_and_finite(guess, fs, jac)
 
         # The loop stops at the first non-finite iterate, so only the last one can
         # be non-finite: the carry keeps the iterate before it (`last`) and the
@@ -271,9 +289,11 @@ class Newton(AbstractSolver):
 
         def body(state):
             k, hs, _, fs, jac, res, _ = state
+            if lazy:  # f again with J (free in the JVPs), so the steps are those of `not lazy`
+                fs, jac = _linearise(fn, h0, xs, hs, structure, quasi)
             delta = linear_recurrence(jac, fs - hs, structure=jac_structure, method=self.linear)
             new = hs + self.omega * delta
-            fs, jac = _linearise(fn, h0, xs, new, structure, quasi)
+            fs, jac = evaluate(new)
             new_res, finite = _residual_and_finite(new, fs, jac)
             return k + 1, new, hs, fs, jac, jnp.where(finite, new_res, res), finite
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import numbers
 import signal
 import sys
 import threading
@@ -14,11 +13,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._checks import check_positive_int
+from .._checks import check_int, check_key, check_positive_int
 from ._checkpoint import Checkpointer, Extra
 from ._metrics import MetricsWriter
 from ._progress import progress_bar
@@ -171,21 +169,6 @@ class _Pending:
         return last
 
 
-def _check_count(name: str, value: Any) -> int:
-    """An int >= 0 (not a bool, not a float such as `2.5`)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"`{name}` must be an integer >= 0, got {value!r}.")
-    return int(value)
-
-
-def _is_prng_key(key: Any) -> bool:
-    if not isinstance(key, jax.Array | np.ndarray):
-        return False
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key.shape == ()
-    return key.dtype == np.uint32 and key.shape == (2,)  # a raw `jax.random.PRNGKey`
-
-
 def _check_fit_arguments(model, loss_fn, batch_fn, optimizer, steps, key, eval_fn) -> None:
     for name, fn in (("loss_fn", loss_fn), ("batch_fn", batch_fn)):
         if not callable(fn):
@@ -204,9 +187,8 @@ def _check_fit_arguments(model, loss_fn, batch_fn, optimizer, steps, key, eval_f
             f"`optimizer` must be an `optax.GradientTransformation`, got "
             f"{type(optimizer).__name__}.{fix}"
         )
-    _check_count("steps", steps)
-    if not _is_prng_key(key):
-        raise TypeError(f"`key` must be a JAX PRNG key such as `jax.random.key(0)`, got {key!r}.")
+    check_int("steps", steps, minimum=0)
+    check_key("key", key)
 
 
 def _eval_results(results: Any) -> dict[str, float]:
@@ -294,7 +276,7 @@ def fit(
     """
     _check_fit_arguments(model, loss_fn, batch_fn, optimizer, steps, key, eval_fn)
     for name, value in (("checkpoint_every", checkpoint_every), ("eval_every", eval_every)):
-        _check_count(name, value)
+        check_int(name, value, minimum=0)
     check_positive_int("log_every", log_every)
     check_positive_int("keep_checkpoints", keep_checkpoints)
 

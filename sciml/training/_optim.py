@@ -11,7 +11,7 @@ import jax
 import ml_collections
 import optax
 
-from .._checks import check_choice
+from .._checks import check_choice, check_int, check_real, is_int
 
 
 # A plain mapping or an `ml_collections.ConfigDict` (which is not a `Mapping`).
@@ -65,21 +65,11 @@ def _real(cfg: Mapping[str, Any], name: str, lo: float, hi: float, *, closed_hi:
 
 
 def _count(cfg: Mapping[str, Any], name: str, lo: int) -> int:
-    value = cfg[name]
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
-        raise ValueError(f"`optimizer.{name}` must be an integer >= {lo}, got {value!r}.")
-    return int(value)
+    return check_int(f"optimizer.{name}", cfg[name], minimum=lo)
 
 
 def _positive_lr(cfg: Mapping[str, Any]) -> float:
-    value = cfg["learning_rate"]
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(
-            f"`optimizer.learning_rate` must be a positive number (e.g. 1e-3), got {value!r}."
-        )
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"`optimizer.learning_rate` must be positive, got {value!r}.")
-    return float(value)
+    return check_real("optimizer.learning_rate", cfg["learning_rate"], positive=True)
 
 
 def make_schedule(config: ConfigLike) -> optax.Schedule:
@@ -109,7 +99,7 @@ def make_schedule(config: ConfigLike) -> optax.Schedule:
         if decay_factor == 0.0:
             raise ValueError("`optimizer.decay_factor` must be in (0, 1], got 0.0.")
         boundaries = cfg["boundaries"]
-        if not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in boundaries):
+        if not all(is_int(b) for b in boundaries):
             raise ValueError(
                 f"`optimizer.boundaries` must be increasing positive integer steps, got {boundaries!r}."
             )

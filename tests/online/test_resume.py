@@ -144,3 +144,38 @@ def test_killed_trainer_with_concurrent_solvers_accepts_each_id_once(tmp_path):
     # FIRO reads each of the 60 samples twice: 30 batches of 4, across the restart
     assert summary["steps"] == 30 and summary["samples_trained"] == 120
     wait_for_orphans_to_exit(workdir)
+
+
+def started(workdir: Path) -> list[Path]:
+    """The logs of the solver jobs that have started a run."""
+    logs = (workdir / "online" / "jobs").glob("job-*.log")
+    return [log for log in logs if ": run " in log.read_text()]
+
+
+def test_no_solver_outlives_a_killed_trainer_not_even_a_stopped_one(tmp_path):
+    workdir = tmp_path / "killed"
+    workdir.mkdir()
+    proc = start_trainer(workdir, "fifo", 2)
+    try:
+        deadline = time.monotonic() + 240
+        # both solver jobs have started their first run (a job's log says so)
+        while len(started(workdir)) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "no solvers started"
+            time.sleep(0.05)
+        solvers = [pid for pid in processes_using(workdir) if pid != proc.pid]
+        assert len(solvers) == 2
+        os.kill(solvers[0], signal.SIGSTOP)  # a hung solver
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+        # the study's timeout is 5 s: a solver that only noticed its trainer was
+        # gone by a send timing out would still be here, a stopped one forever
+        deadline = time.monotonic() + 3.0
+        while processes_using(workdir) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_using(workdir) == []  # measured: gone within 0.1 s
+    finally:
+        for pid in processes_using(workdir):
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

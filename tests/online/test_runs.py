@@ -65,3 +65,18 @@ def test_restore_turns_running_runs_into_pending_and_keeps_the_rest():
     assert restored.attempts == [1, 1, 1, 0]
     np.testing.assert_array_equal(restored.params, t.params)
     assert restored.replaced_by == {1: 3}
+
+
+def test_a_retired_attempt_is_unknown_and_its_run_ends_as_if_its_job_crashed():
+    t = table(max_attempts=2)
+    t.start([0])
+    assert t.retire(0, 0) == PENDING and not t.is_known(0, 0)
+    t.start([0])
+    assert t.is_known(0, 1)
+    assert t.retire(0, 0) == RUNNING  # a late message of the retired attempt: no change
+    assert t.retire(0, 1) == FAILED and t.replaced_by == {0: 3}
+    (failed,) = t.failed_runs()
+    assert failed["non_finite_attempts"] == [0, 1]
+    restored = table(max_attempts=2)
+    restored.restore(json.loads(json.dumps(t.to_json())))
+    assert restored.retired == {(0, 0), (0, 1)} and not restored.is_known(0, 1)

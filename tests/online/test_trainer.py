@@ -1,7 +1,12 @@
 """`train_online` end to end with local solver processes: exactly-once
 delivery, faults, data-parallel steps (the suite runs on 4 CPU devices)."""
 
+import contextlib
 import json
+import logging
+import os
+import re
+import signal
 import time
 
 import equinox as eqx
@@ -12,7 +17,8 @@ import optax
 import pytest
 
 from sciml.online import FIFO, ParameterSpace, Study, train_online
-from sciml.training import Checkpointer
+from sciml.online._wire import REJECT_REASONS
+from sciml.training import Checkpointer, read_metrics
 
 
 N_RUNS, N_STEPS = 6, 5
@@ -129,6 +135,54 @@ def test_a_hung_solver_is_detected_by_its_timeout_and_resubmitted(tmp_path):
     assert result.summary["duplicates_dropped"] == 2 * len(hung)
 
 
+def test_a_replayed_open_does_not_keep_a_hung_run_alive(tmp_path):
+    # the hung run's open message is replayed every 0.1 s for 60 s; the study's
+    # timeout is 2 s: the job must be declared hung long before the replays end
+    settings = {"marker_dir": str(tmp_path), "replay_for": 60.0}
+    study = make_study("hang_replaying_open", settings, runs_per_job=1, timeout=2.0)
+    try:
+        result = train(study, tmp_path / "run")
+    finally:
+        replayer = json.loads((tmp_path / "replayer.json").read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(replayer["pid"], signal.SIGKILL)
+    (hung,) = [e for e in events(tmp_path / "run") if e["event"] == "job_failed"]
+    assert hung["exit"] == "timeout" and result.summary["jobs_hung"] == 1
+    assert hung["time"] - replayer["start"] < 30.0  # measured: about 3 s
+    # the replays arrived and were dropped (2 of the duplicates are re-sent steps)
+    assert result.summary["duplicates_dropped"] > 2 + 5
+    ids = accepted_ids(tmp_path / "run")
+    assert {tuple(map(int, i)) for i in ids} == PLANNED and len(ids) == len(PLANNED)
+
+
+def test_every_rejection_reason_is_counted_in_the_summary_and_metrics_and_warned_about(
+    tmp_path, caplog
+):
+    study = make_study("hostile", {"marker_dir": str(tmp_path)}, runs_per_job=1)
+    with caplog.at_level(logging.WARNING, logger="sciml.online._transport"):
+        result = train(study, tmp_path / "run")
+    summary = result.summary
+    rejections = summary["rejections"]
+    # one forged message per reason; the retired attempt's later steps and close
+    # are usually of an unknown run, and its resubmission re-sends steps 0 and 1
+    # as duplicates (which messages of two sockets arrive first is up to ZeroMQ)
+    assert set(rejections) == set(REJECT_REASONS) | {"duplicate"}
+    assert rejections["unknown_run"] >= 1 and rejections["duplicate"] >= 1
+    exact = {r: n for r, n in rejections.items() if r not in ("unknown_run", "duplicate")}
+    assert exact == dict.fromkeys(exact, 1)
+    assert summary["messages_rejected"] == sum(rejections.values()) - rejections["duplicate"]
+    assert summary["duplicates_dropped"] == rejections["duplicate"]
+    assert summary["runs_done"] == N_RUNS
+    last = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["split"] == "train"]
+    assert all(last[-1][f"rejected_{reason}"] >= 1 for reason in REJECT_REASONS)
+    # rate-limited warning lines that, together, report every rejection
+    lines = [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
+    assert 1 <= len(lines) <= 3, lines
+    reported = sum(int(re.match(r"rejected (\d+) messages", line)[1]) for line in lines)
+    assert reported == summary["messages_rejected"]
+    assert all(any(f"{reason}: " in line for line in lines) for reason in REJECT_REASONS)
+
+
 def test_a_run_that_always_fails_is_redrawn_after_max_attempts(tmp_path):
     study = make_study("always_crash", runs_per_job=1, max_attempts=2)
     result = train(study, tmp_path)
@@ -139,6 +193,42 @@ def test_a_run_that_always_fails_is_redrawn_after_max_attempts(tmp_path):
     assert all(f["replaced_by"] is not None for f in failed)
     # the study still completes n_runs runs, all with parameters the solver accepts
     assert summary["runs_done"] == N_RUNS
+
+
+def test_a_diverging_run_is_failed_and_redrawn_and_no_checkpoint_holds_a_non_finite_value(
+    tmp_path,
+):
+    study = make_study("diverging", {"at_step": 2}, runs_per_job=2, max_attempts=2)
+    result = train(study, tmp_path, checkpoint_every=1, keep_checkpoints=1000)
+    summary = result.summary
+    failed = summary["failed_runs"]
+    # each run with a < 0.5 sent NaN at step 2 in both attempts: retired twice, redrawn
+    assert failed and summary["runs_failed"] == len(failed)
+    for run in failed:
+        assert run["params"]["a"] < 0.5 and run["attempts"] == 2
+        assert run["non_finite_attempts"] == [0, 1] and run["replaced_by"] is not None
+    assert summary["runs_done"] == N_RUNS  # training went on to the planned runs
+    diverged = [e for e in events(tmp_path) if e["event"] == "run_non_finite"]
+    assert sorted((e["run"], e["attempt"]) for e in diverged) == sorted(
+        (f["run"], a) for f in failed for a in (0, 1)
+    )
+    assert all(e["step"] == 2 for e in diverged)
+    # a failed run's steps before the divergence were accepted; none after
+    ids = {tuple(map(int, i)) for i in accepted_ids(tmp_path)}
+    failed_ids = {(r, k) for r, k in ids if r in {f["run"] for f in failed}}
+    assert failed_ids == {(f["run"], k) for f in failed for k in (0, 1)}
+    assert summary["samples_received"] == N_RUNS * N_STEPS + 2 * len(failed)
+    assert result.fit.ended_early and np.isfinite(result.fit.metrics["loss"])
+    checkpointer = Checkpointer(tmp_path / "checkpoints")
+    try:
+        steps = checkpointer.all_steps()
+        assert len(steps) == result.fit.step
+        for step in steps:
+            arrays = checkpointer.restore_extra(step).arrays
+            buffer = [x for name, x in arrays.items() if name.startswith("buffer/")]
+            assert buffer and all(np.isfinite(x).all() for x in buffer), step
+    finally:
+        checkpointer.close()
 
 
 def test_bad_batch_size_for_the_devices_is_refused(tmp_path):

@@ -5,7 +5,9 @@ All sockets bind or connect on loopback or ipc only.
 """
 
 import hmac
+import logging
 import multiprocessing
+import re
 import stat
 import threading
 import time
@@ -29,6 +31,7 @@ from sciml.online._wire import (
     MAX_HEADER_BYTES,
     REJECT_REASONS,
     Schema,
+    encode_close,
     encode_data,
     encode_open,
     new_secret,
@@ -425,3 +428,73 @@ def test_secret_through_file_and_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SCIML_ONLINE_SECRET", "zz")
     with pytest.raises(ValueError, match="hex"):
         secret_from_env()
+
+
+def test_a_non_finite_sample_is_handed_to_on_non_finite_and_never_accepted():
+    sink, refused = Sink(), []
+    with SampleReceiver(
+        SCHEMA, SECRET, on_non_finite=lambda m: refused.append((m.run, m.step)), **sink.callbacks()
+    ) as receiver:
+        with SolverClient(receiver.address, SECRET, run=0) as client:
+            client.open(params_of(0))
+            for step in range(4):
+                u = field_value(0, step, SHAPE)
+                u[5, 7] = np.nan if step == 2 else u[5, 7]
+                client.send(step, {"u": u, "t": np.float64(np.inf if step == 3 else step)})
+        wait_until(lambda: receiver.counters()["closed"] == 1)
+        counters = receiver.counters()
+        ids = [tuple(map(int, i)) for i in receiver.accepted_ids()]
+    assert counters == expected_counters(accepted=2, opened=1, closed=1, rejected_non_finite=2)
+    assert refused == [(0, 2), (0, 3)] and ids == [(0, 0), (0, 1)]
+    assert [step for _, _, step, _ in sink.data] == [0, 1]
+
+
+def test_replayed_opens_and_closes_are_duplicates_that_reach_no_callback():
+    sink = Sink()
+    with SampleReceiver(SCHEMA, SECRET, **sink.callbacks()) as receiver:
+        opening = encode_open(SECRET, 0, 0, params_of(0))
+        closing = encode_close(SECRET, 0, 0, "error: replayed")
+        context = zmq.Context()
+        raw = context.socket(zmq.PUSH)
+        try:
+            raw.connect(receiver.address)
+            for frames in [opening, opening, closing, opening, closing, closing]:
+                raw.send_multipart(frames)
+            # a new attempt opens and closes once each
+            raw.send_multipart(encode_open(SECRET, 0, 1, params_of(0)))
+            raw.send_multipart(encode_close(SECRET, 0, 1, "ok"))
+        finally:
+            raw.close(linger=5000)
+            context.term()
+        wait_until(lambda: receiver.counters()["duplicates"] == 4)
+        assert receiver.wait_idle(idle_s=0.2)
+        counters = receiver.counters()
+    assert counters == expected_counters(duplicates=4, opened=2, closed=2)
+    assert sink.opened == [(0, 0, params_of(0)), (0, 1, params_of(0))]
+    assert sink.closed == [(0, 0, "error: replayed"), (0, 1, "ok")]
+
+
+def test_rejections_are_warned_about_in_few_lines_that_count_them_all(caplog):
+    forged = encode_data(new_secret(), 0, 0, 3, _solvers_fields(0, 3))
+    with caplog.at_level(logging.WARNING, logger="sciml.online._transport"):
+        with SampleReceiver(SCHEMA, SECRET, **Sink().callbacks()) as receiver:
+            context = zmq.Context()
+            raw = context.socket(zmq.PUSH)
+            try:
+                raw.connect(receiver.address)
+                for frames in [forged] * 500 + [[b"x"]] * 300:
+                    raw.send_multipart(frames)
+            finally:
+                raw.close(linger=5000)
+                context.term()
+            wait_until(lambda: receiver.counters()["rejected"] == 800)
+    lines = [record.getMessage() for record in caplog.records]
+    # the first rejection is reported at once, the rest when the receiver stops
+    # (or each WARNING_INTERVAL = 10 s on a very slow machine)
+    assert 2 <= len(lines) <= 3, lines
+    assert lines[0].startswith("rejected 1 messages (auth: 1)")
+    counts = [re.findall(r"(\w+): (\d+)", line.split(" at ")[0]) for line in lines]
+    totals = {}
+    for reason, n in (pair for line in counts for pair in line):
+        totals[reason] = totals.get(reason, 0) + int(n)
+    assert totals == {"auth": 500, "malformed": 300}

@@ -241,7 +241,21 @@ def _bad_messages(schema):
 
 def test_bad_messages_cover_every_reason(schema):
     reasons = {reason for _, _, reason in _bad_messages(schema)}
-    assert reasons == set(REJECT_REASONS) - {"unknown_run"}  # the receiver's check
+    assert reasons == set(REJECT_REASONS) - {"unknown_run", "non_finite"}  # the receiver's
+
+
+@pytest.mark.parametrize("name", ["u", "v", "t"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_check_finite_rejects_any_nan_or_infinity_in_a_float_field(schema, name, bad):
+    fields = {key: np.zeros_like(value) for key, value in example_fields().items()}
+    fields["k"] = np.full_like(fields["k"], -1)  # integer fields are never non-finite
+    _wire.check_finite(decode(encode_data(SECRET, 0, 0, 1, fields), SECRET, schema))
+    fields[name] = fields[name].copy()
+    fields[name].reshape(-1)[-1] = bad  # the last entry only
+    message = decode(encode_data(SECRET, 0, 0, 1, fields), SECRET, schema)
+    with pytest.raises(RejectedMessage, match=f"field '{name}' has 1 non-finite") as info:
+        _wire.check_finite(message)
+    assert info.value.reason == "non_finite"
 
 
 @pytest.mark.parametrize("index", range(34))

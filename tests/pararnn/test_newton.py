@@ -217,6 +217,47 @@ def test_k_iterations_make_the_first_k_states_exact(rng):
         np.testing.assert_allclose(hs[:k], reference[:k], rtol=1e-10, atol=1e-12)
 
 
+class CountingDense(Dense):
+    """`Dense()` counting its Jacobian evaluations at run time (one per
+    trajectory: the calls are vmapped over time, which calls the callback once)."""
+
+    def value_and_jacobian(self, fn, h):
+        jax.debug.callback(lambda: JACOBIANS.append(1))
+        return super().value_and_jacobian(fn, h)
+
+
+JACOBIANS: list[int] = []
+
+
+def test_dense_newton_takes_one_jacobian_per_iteration_and_none_at_the_last_iterate(rng):
+    """K iterations take K Jacobians (the converged iterate's residual needs cell
+    values only), and each iterate is the one of an explicit Newton method: the
+    block-bidiagonal system `R'(h) δ = −R(h)` solved densely."""
+    cell = dense_tanh(rng, scale=1.5)
+    xs, h0 = jnp.asarray(rng.normal(size=(12, 3))), jnp.zeros(5)
+    T, n = 12, 5
+
+    def residual(flat):
+        hs = flat.reshape(T, n)
+        return (hs - jax.vmap(cell)(jnp.concatenate([h0[None], hs[:-1]]), xs)).ravel()
+
+    iterate = jnp.zeros(T * n)
+    for k in (1, 2, 3):
+        iterate = iterate - jnp.linalg.solve(jax.jacfwd(residual)(iterate), residual(iterate))
+        JACOBIANS.clear()
+        solver = Newton(max_steps=k, guess="zeros", rtol=0.0, atol=0.0)
+        solve = jax.jit(lambda xs, s=solver: solve_recurrence(cell, h0, xs, s, structure=CountingDense(), throw=False))  # fmt: skip
+        sol = solve(xs)
+        assert int(sol.stats["iterations"]) == k and len(JACOBIANS) == k  # was k + 1
+        # measured: agrees to 1e-16 (identical arithmetic but the dense solve)
+        np.testing.assert_allclose(sol.value, iterate.reshape(T, n), rtol=1e-12, atol=1e-13)
+    JACOBIANS.clear()
+    converged = jax.jit(lambda xs: solve_recurrence(cell, h0, xs, Newton(), structure=CountingDense()))(xs)  # fmt: skip
+    assert bool(converged.stats["converged"])
+    assert len(JACOBIANS) == int(converged.stats["iterations"])
+    np.testing.assert_allclose(converged.value, sequential_solve(cell, h0, xs), atol=1e-12)
+
+
 def test_initial_guesses_and_windows_reach_the_same_solution(getkey, rng):
     cell, structure, n, _ = make_cell("ParaLSTM", getkey(), rng)
     fn, us = inputs(cell, "ParaLSTM", rng, 150)

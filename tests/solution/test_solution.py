@@ -7,7 +7,7 @@ import optimistix as optx
 import pytest
 
 from sciml._checks import check_choice, check_positive_int, default_float_dtype
-from sciml.solution import RESULTS, Solution, make_solution
+from sciml.solution import RESULTS, Solution, make_solution, result_name
 
 
 def test_repr_shows_concrete_values():
@@ -23,6 +23,22 @@ def test_repr_shows_concrete_values():
     )
     failed = make_solution(jnp.zeros(2), RESULTS.max_steps_reached, {}, throw=False)
     assert repr(failed) == "Solution(value=float64[2], result=max_steps_reached)"
+
+
+def test_results_print_and_name_readably():
+    assert str(RESULTS.successful) == "sciml.solution.RESULTS<successful>"
+    assert str(RESULTS.promote(lx.RESULTS.successful)) == "sciml.solution.RESULTS<successful>"
+    assert (
+        RESULTS[RESULTS.promote(optx.RESULTS.nonlinear_divergence)] == "Nonlinear solve diverged."
+    )
+    assert result_name(RESULTS.successful) == "successful"
+    assert result_name(RESULTS.promote(lx.RESULTS.singular)) == "singular"
+    assert result_name(jax.jit(lambda r: r)(RESULTS.recurrence_nonfinite)) == "recurrence_nonfinite"
+    batch = jax.vmap(lambda p: RESULTS.where(p, RESULTS.successful, RESULTS.nonfinite))(
+        jnp.array([True, False])
+    )
+    with pytest.raises(ValueError, match="not a traced or batched one"):
+        result_name(batch)
 
 
 def test_throw_raises_the_message_and_jit_keeps_it():

@@ -17,3 +17,20 @@ def dense_heat_system(s: int, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray
     boundary[:, 0] += theta[3]
     boundary[:, -1] += theta[4]
     return lap, boundary
+
+
+def dense_heat_records(s: int, theta: np.ndarray, r: float, steps: int, *, implicit: bool):
+    """`steps` Euler steps (backward if `implicit`, else forward) of the dense
+    system from `u = theta[0]` inside, with `r = dt / h²`: the interior
+    fields `(steps, m, m)`."""
+    m = s - 2
+    lap, boundary = dense_heat_system(s, theta)
+    u = np.full(m * m, theta[0])
+    records = []
+    for _ in range(steps):
+        if implicit:
+            u = np.linalg.solve(np.eye(m * m) + r * lap, u + r * boundary.ravel())
+        else:
+            u = u - r * (lap @ u - boundary.ravel())
+        records.append(u.reshape(m, m))
+    return np.stack(records)

@@ -90,14 +90,10 @@ def test_refuses_foreign_or_mismatched_files(tmp_path):
 
 def test_cli_and_bad_arguments(tmp_path, capsys):
     out = tmp_path / "h.h5"
+    heat_9 = ["heat", "--n", "3", "--resolution", "9", "--out"]
     code = generate.main(
         [
-            "heat",
-            "--n",
-            "3",
-            "--resolution",
-            "9",
-            "--out",
+            *heat_9,
             str(out),
             "--no-progress",
             "--set",
@@ -112,19 +108,7 @@ def test_cli_and_bad_arguments(tmp_path, capsys):
     data, attrs = _read(out)
     assert data["outputs"].shape == (3, 2, 1, 9, 9) and data["outputs"].dtype == np.float64
     assert attrs["precision"] == "float64"
-    code = generate.main(
-        [
-            "heat",
-            "--n",
-            "3",
-            "--resolution",
-            "9",
-            "--out",
-            str(tmp_path / "x.h5"),
-            "--set",
-            "bogus=1",
-        ]
-    )
+    code = generate.main([*heat_9, str(tmp_path / "x.h5"), "--set", "bogus=1"])
     assert code == 2 and "bogus" in capsys.readouterr().err
     assert not (tmp_path / "x.h5").exists()
     with pytest.raises(ValueError, match="even"):

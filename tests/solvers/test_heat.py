@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from solvers import heat
-from tests.solvers._heat_reference import dense_heat_system
+from tests.solvers._heat_reference import dense_heat_records
 
 
 def _mode(s, k, m):
@@ -49,17 +49,10 @@ def test_implicit_euler_first_order_in_time_and_analytic_rate():
 def test_matches_dense_reference_with_boundaries():
     s, dt, steps = 9, 2e-3, 5
     theta = np.array([0.3, 1.0, -0.5, 0.2, 0.7])
-    m = s - 2
-    r = dt * (s - 1) ** 2
-    lap, bterm = dense_heat_system(s, theta)
-    u = np.full(m * m, theta[0])
-    records = []
-    for _ in range(steps):
-        u = np.linalg.solve(np.eye(m * m) + r * lap, u + r * bterm.ravel())
-        records.append(u.reshape(m, m))
+    records = dense_heat_records(s, theta, dt * (s - 1) ** 2, steps, implicit=True)
     times = dt * np.arange(1, steps + 1)
     out = np.asarray(heat.solve(jnp.asarray(theta), s, heat.HeatParams(dt=dt), times))
-    np.testing.assert_allclose(out[:, 1:-1, 1:-1], np.stack(records), atol=1e-13)
+    np.testing.assert_allclose(out[:, 1:-1, 1:-1], records, atol=1e-13)
     np.testing.assert_allclose(out[:, 0, 1:-1], theta[1])
     np.testing.assert_allclose(out[:, 1:-1, -1], theta[4])
 
