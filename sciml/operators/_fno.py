@@ -1,6 +1,5 @@
 """FNO and TFNO (Li et al. 2021; Kossaifi et al., MG-TFNO), neuraloperator's conventions."""
 
-import math
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
@@ -22,10 +21,10 @@ from ._layers import (
     unpad_domain,
 )
 from ._spectral import (
-    IMPLEMENTATIONS,
     SpectralConv,
     _check_n_modes,
     check_input,
+    conv_options,
     kept_shape,
     spectral_conv,
 )
@@ -70,13 +69,10 @@ class JointSpectralConv(eqx.Module):
         dtype=None,
         key: PRNGKeyArray,
     ):
-        self.n_modes = _check_n_modes(n_modes)
-        check_choice("implementation", implementation, IMPLEMENTATIONS)
-        if separable and in_channels != out_channels:
-            raise ValueError("`separable=True` needs in_channels == out_channels.")
+        self.n_modes, std, channels = conv_options(
+            in_channels, out_channels, n_modes, implementation, separable, init_std
+        )
         self.implementation, self.separable = implementation, bool(separable)
-        std = math.sqrt(2.0 / (in_channels + out_channels)) if init_std == "auto" else init_std
-        channels = (in_channels,) if separable else (in_channels, out_channels)
         key_w, key_b = jax.random.split(key)
         self.weight = JointTuckerTensor(
             n_layers, channels + kept_shape(self.n_modes), rank, std=std, dtype=dtype, key=key_w
@@ -255,26 +251,21 @@ class FNO(eqx.Module):
 
         keys = iter(jax.random.split(key, 4 + 4 * n_layers))
         lift_in = in_channels + (d if positional_embedding == "grid" else 0)
-        lift_hidden = round(lifting_channel_ratio * hidden_channels)
-        self.lifting = ChannelMLP(
-            lift_in,
-            hidden_channels,
-            lift_hidden,
-            n_layers=2 if lift_hidden > 0 else 1,
-            activation=non_linearity,
-            dtype=dtype,
-            key=next(keys),
-        )
-        proj_hidden = round(projection_channel_ratio * hidden_channels)
-        self.projection = ChannelMLP(
-            hidden_channels,
-            out_channels,
-            proj_hidden,
-            n_layers=2 if proj_hidden > 0 else 1,
-            activation=non_linearity,
-            dtype=dtype,
-            key=next(keys),
-        )
+
+        def pointwise(c_in, c_out, ratio):  # one hidden layer of `ratio` hidden channels, if any
+            width = round(ratio * hidden_channels)
+            return ChannelMLP(
+                c_in,
+                c_out,
+                width,
+                n_layers=2 if width > 0 else 1,
+                activation=non_linearity,
+                dtype=dtype,
+                key=next(keys),
+            )
+
+        self.lifting = pointwise(lift_in, hidden_channels, lifting_channel_ratio)
+        self.projection = pointwise(hidden_channels, out_channels, projection_channel_ratio)
         conv_kwargs = dict(
             rank=rank, implementation=implementation, separable=separable, dtype=dtype
         )

@@ -274,20 +274,13 @@ class SpectralConv(eqx.Module):
         dtype=None,
         key: PRNGKeyArray,
     ):
-        self.n_modes = _check_n_modes(n_modes)
-        check_choice("implementation", implementation, IMPLEMENTATIONS)
-        if separable and in_channels != out_channels:
-            raise ValueError(
-                f"`separable=True` needs in_channels == out_channels, got {in_channels} and {out_channels}."
-            )
-        if in_channels < 1 or out_channels < 1:
-            raise ValueError(f"channel counts must be >= 1, got {in_channels}, {out_channels}.")
+        self.n_modes, std, channels = conv_options(
+            in_channels, out_channels, n_modes, implementation, separable, init_std
+        )
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.factorization = "dense" if factorization is None else str(factorization).lower()
         self.implementation = implementation
         self.separable = bool(separable)
-        std = math.sqrt(2.0 / (in_channels + out_channels)) if init_std == "auto" else init_std
-        channels = (in_channels,) if separable else (in_channels, out_channels)
         key_w, key_b = jax.random.split(key)
         self.weight = make_tensor(
             self.factorization,
@@ -315,6 +308,22 @@ class SpectralConv(eqx.Module):
             separable=self.separable,
             implementation=self.implementation,
         )
+
+
+def conv_options(in_channels, out_channels, n_modes, implementation, separable, init_std):
+    """The checks and initial scale a spectral convolution's constructor shares:
+    `(n_modes as a tuple, weight std, weight channel axes)`; `init_std="auto"`
+    is `sqrt(2 / (C_in + C_out))`."""
+    n_modes = _check_n_modes(n_modes)
+    check_choice("implementation", implementation, IMPLEMENTATIONS)
+    if separable and in_channels != out_channels:
+        raise ValueError(
+            f"`separable=True` needs in_channels == out_channels, got {in_channels} and {out_channels}."
+        )
+    if in_channels < 1 or out_channels < 1:
+        raise ValueError(f"channel counts must be >= 1, got {in_channels}, {out_channels}.")
+    std = math.sqrt(2.0 / (in_channels + out_channels)) if init_std == "auto" else init_std
+    return n_modes, std, (in_channels,) if separable else (in_channels, out_channels)
 
 
 def check_input(x, in_channels: int, n_dims: int, who: str) -> None:

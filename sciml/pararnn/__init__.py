@@ -23,6 +23,7 @@ from ..recurrence import (
     transposed_recurrence as transposed_recurrence,
 )
 from ..solution import RESULTS as RESULTS, Solution as Solution
+from ._auto import CROSSOVERS as CROSSOVERS, Auto as Auto
 from ._cells import (
     GRU as GRU,
     LSTM as LSTM,
@@ -30,22 +31,20 @@ from ._cells import (
     ParaGRU as ParaGRU,
     ParaLSTM as ParaLSTM,
 )
+from ._damped import DampedNewton as DampedNewton
 from ._elk import kalman_filter_means as kalman_filter_means
+from ._fallback import Fallback as Fallback
 from ._layers import (
     RNN as RNN,
     RNNBlock as RNNBlock,
     RNNModel as RNNModel,
     make_cell as make_cell,
 )
+from ._newton import Newton as Newton
+from ._sequential import Sequential as Sequential
 from ._solve import solve_recurrence as solve_recurrence
 from ._solvers import (
-    CROSSOVERS as CROSSOVERS,
     AbstractSolver as AbstractSolver,
-    Auto as Auto,
-    DampedNewton as DampedNewton,
-    Fallback as Fallback,
-    Newton as Newton,
-    Sequential as Sequential,
     default_tolerance as default_tolerance,
     sequential_solve as sequential_solve,
 )

@@ -127,11 +127,33 @@ def _para_init(key, input_size, hidden_size, num_heads, dtype, rows_a, rows_c=0)
 
 class _AbstractParaCell(AbstractCell):
     """What the ParaRNN cells share: per-head input projections `B x_t + b` with
-    `B` block-diagonal over heads, and their sizes."""
+    `B` block-diagonal over heads, their sizes, and the constructor (with
+    `peepholes` rows of peephole weights `C` when the cell has them)."""
 
+    peepholes: ClassVar[int] = 0
+    # (declared in this order, and `A`, `C` in the subclasses, so the leaves keep
+    # the order of saved checkpoints)
     B: eqx.AbstractVar[Array]
     b: eqx.AbstractVar[Array]
     num_heads: eqx.AbstractVar[int]
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_heads: int = 1,
+        *,
+        dtype=None,
+        key: PRNGKeyArray,
+    ):
+        _check_sizes(input_size, hidden_size, num_heads)
+        dtype = default_float_dtype(dtype)
+        self.A, self.B, self.b, C = _para_init(
+            key, input_size, hidden_size, num_heads, dtype, 3, rows_c=self.peepholes
+        )
+        if self.peepholes:
+            self.C = C
+        self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
 
     def project(
         self, xs: Float[Array | np.ndarray, "length input"]
@@ -171,20 +193,6 @@ class ParaGRU(_AbstractParaCell):
     hidden_size: int = eqx.field(static=True)
     num_heads: int = eqx.field(static=True)
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_heads: int = 1,
-        *,
-        dtype=None,
-        key: PRNGKeyArray,
-    ):
-        _check_sizes(input_size, hidden_size, num_heads)
-        dtype = default_float_dtype() if dtype is None else dtype
-        self.A, self.B, self.b, _ = _para_init(key, input_size, hidden_size, num_heads, dtype, 3)
-        self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
-
     def step(self, h: Float[Array, " hidden"], u: Float[Array, "3 hidden"]) -> Array:
         z = jax.nn.sigmoid(self.A[0] * h + u[0])
         r = jax.nn.sigmoid(self.A[1] * h + u[1])
@@ -212,6 +220,7 @@ class ParaLSTM(_AbstractParaCell):
     """
 
     structure: ClassVar[AbstractStructure] = Block(2)
+    peepholes: ClassVar[int] = 2
     A: Float[Array, "3 hidden"]
     C: Float[Array, "2 hidden"]
     B: Float[Array, "heads head_in 3 head_hidden"]
@@ -219,22 +228,6 @@ class ParaLSTM(_AbstractParaCell):
     input_size: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
     num_heads: int = eqx.field(static=True)
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_heads: int = 1,
-        *,
-        dtype=None,
-        key: PRNGKeyArray,
-    ):
-        _check_sizes(input_size, hidden_size, num_heads)
-        dtype = default_float_dtype() if dtype is None else dtype
-        self.A, self.B, self.b, self.C = _para_init(
-            key, input_size, hidden_size, num_heads, dtype, 3, rows_c=2
-        )
-        self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
 
     @property
     def state_size(self) -> int:

@@ -13,9 +13,11 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from .._checks import check_choice, check_finite, check_positive_int, default_float_dtype
 from ..solution import Solution
+from ._auto import Auto
 from ._cells import GRU, LSTM, AbstractCell, ParaGRU, ParaLSTM
+from ._sequential import Sequential
 from ._solve import solve_recurrence
-from ._solvers import AbstractSolver, Auto, Sequential, sequential_solve
+from ._solvers import AbstractSolver, sequential_solve
 
 
 class RNN(eqx.Module):

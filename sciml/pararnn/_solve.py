@@ -22,17 +22,11 @@ from jaxtyping import Array, Float
 from .._checks import check_finite
 from ..recurrence import AutoScan, Dense, transposed_recurrence
 from ..solution import RESULTS, Solution, make_solution
-from ._solvers import (
-    AbstractSolver,
-    Auto,
-    Fallback,
-    Newton,
-    Sequential,
-    all_finite,
-    initial_guess,
-    sequential_solve,
-    shift,
-)
+from ._auto import Auto
+from ._fallback import Fallback
+from ._newton import Newton
+from ._sequential import Sequential
+from ._solvers import AbstractSolver, all_finite, initial_guess, sequential_solve, shift
 from ._structure import check_structure_type, structure_error
 
 

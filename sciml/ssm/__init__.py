@@ -8,6 +8,7 @@ Sequences via Approximate Diagonalization" (S4-PTD / S5-PTD, ICLR 2024), on top
 of HiPPO-LegS (Gu et al., NeurIPS 2020).
 """
 
+from ._diagonal import MODES as MODES
 from ._discretize import (
     DISCRETIZATIONS as DISCRETIZATIONS,
     discrete_log_eigenvalues as discrete_log_eigenvalues,
@@ -35,12 +36,10 @@ from ._kernel import (
     causal_conv_complex as causal_conv_complex,
     vandermonde_kernel as vandermonde_kernel,
 )
-from ._layers import MODES as MODES, S4D as S4D, S5 as S5, RecurrentSSM as RecurrentSSM
 from ._models import (
     SequenceBlock as SequenceBlock,
     SequenceModel as SequenceModel,
     ssm_labels as ssm_labels,
-    ssm_optimizer as ssm_optimizer,
 )
 from ._plot import (
     convergence_table as convergence_table,
@@ -58,6 +57,9 @@ from ._ptd import (
     shipped_ptd_sizes as shipped_ptd_sizes,
     transfer_errors as transfer_errors,
 )
+from ._recurrent import RecurrentSSM as RecurrentSSM
+from ._s4d import S4D as S4D
+from ._s5 import S5 as S5
 from ._scan import (
     linear_recurrence as linear_recurrence,
     sequential_recurrence as sequential_recurrence,

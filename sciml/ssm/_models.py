@@ -1,4 +1,4 @@
-"""Sequence models built from S4D / S5 layers, and their optimiser.
+"""Sequence models built from S4D / S5 layers, and their optimiser group.
 
 - `SequenceBlock`: (pre-)norm → SSM → activation (GELU, GLU or S5's gated
   variants) with dropout tied along the sequence → residual (→ post-norm).
@@ -6,8 +6,9 @@
   (`"mean"`, `"last"` or none) and a linear decoder: a classifier or regressor
   of one sequence, or a sequence-to-sequence map; with step mode for
   autoregressive generation.
-- `ssm_labels` / `ssm_optimizer`: the `(Λ, B, Δ)` parameters in their own
-  optimiser group (smaller learning rate, no weight decay), as S4 and S5 train.
+- `ssm_labels`: the `(Λ, B, Δ)` parameters in their own optimiser group
+  (smaller learning rate, no weight decay, as S4 and S5 train;
+  `sciml.training.ssm_optimizer` builds that optimiser).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import optax
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from sciml.training import make_optimizer
-
 from .._checks import check_choice, check_finite, default_float_dtype
-from ._layers import S4D, S5, _DiagonalSSM, check_real_input
+from ._diagonal import _DiagonalSSM
+from ._recurrent import check_real_input
+from ._s4d import S4D
+from ._s5 import S5
 
 
 LAYERS = {"s4d": S4D, "s5": S5}
@@ -312,28 +313,3 @@ def ssm_labels(tree: PyTree, *, label: str = SSM_GROUP, default: str = "default"
         return eqx.tree_at(lambda m: [getattr(m, n) for n in names], labels, [label] * len(names))
 
     return jax.tree_util.tree_map(visit, tree, is_leaf=lambda x: isinstance(x, _DiagonalSSM))
-
-
-def ssm_optimizer(
-    config: Mapping[str, Any] | None = None,
-    *,
-    ssm_learning_rate: float = 1e-3,
-) -> optax.GradientTransformation:
-    """`sciml.training.make_optimizer` with the `(Λ, B, Δ)` group of S4 / S5.
-
-    The group `"ssm"` (see [`ssm_labels`][sciml.ssm.ssm_labels]) gets
-    `ssm_learning_rate` and no weight decay, unless `config["groups"]["ssm"]`
-    already sets them; everything else follows `config` (e.g. AdamW with
-    weight decay, cosine schedule).
-
-    **Returns:** an `optax.GradientTransformation`.
-    """
-    cfg = dict(config.to_dict() if hasattr(config, "to_dict") else (config or {}))
-    groups = {k: dict(v) for k, v in dict(cfg.get("groups", {})).items()}
-    groups[SSM_GROUP] = {
-        "learning_rate": ssm_learning_rate,
-        "weight_decay": 0.0,
-        **groups.get(SSM_GROUP, {}),
-    }
-    cfg["groups"] = groups
-    return make_optimizer(cfg, ssm_labels)

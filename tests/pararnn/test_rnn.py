@@ -1,5 +1,6 @@
 """The RNN layer and the residual model: modes agree, auto follows the crossover table, bad input."""
 
+import inspect
 from typing import ClassVar
 
 import equinox as eqx
@@ -126,24 +127,17 @@ def test_bad_input(getkey):
         RNNModel(3, 3, 8, 1, cell=lambda width, key: GRU(width, 4, key=key), key=getkey())
 
 
-class Leaky(AbstractCell):
-    # written exactly as the AbstractCell docstring shows (state_size as a field)
-    structure: ClassVar[AbstractStructure] = Diagonal()
-    a: Array
-    input_size: int = eqx.field(static=True)
-    hidden_size: int = eqx.field(static=True)
-    state_size: int = eqx.field(static=True)
-
-    def __init__(self, size: int):
-        self.a = jnp.full(size, 0.5)
-        self.input_size = self.hidden_size = self.state_size = size
-
-    def step(self, h, u):
-        return jnp.tanh(self.a * h + u)
+def docstring_example(obj) -> str:
+    """The code of the first Python block in `obj`'s docstring."""
+    return inspect.getdoc(obj).split("```python\n")[1].split("```")[0]
 
 
 def test_user_cell_as_the_docstring_writes_it(rng):
-    cell = Leaky(3)
+    # the AbstractCell docstring's example, run as written (state_size as a field)
+    names = {"ClassVar": ClassVar, "AbstractStructure": AbstractStructure, "Diagonal": Diagonal}
+    names.update(AbstractCell=AbstractCell, Array=Array, eqx=eqx, jnp=jnp)
+    exec(docstring_example(AbstractCell), names)
+    cell = names["Leaky"](3)
     assert cell.state_size == 3
     xs = rng.normal(size=(40, 3))
     h, expected = np.zeros(3), []

@@ -6,23 +6,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sciml.ssm import S4D, S5, SequenceBlock, SequenceModel, ssm_labels, ssm_optimizer
+from sciml.ssm import S4D, S5, SequenceBlock, SequenceModel, ssm_labels
+from sciml.training import ssm_optimizer
 
 
 @pytest.mark.parametrize("layer", ["s4d", "s5"])
 @pytest.mark.parametrize("prenorm", [True, False])
 def test_step_mode_reproduces_the_sequence_output(layer, prenorm, getkey):
-    model = SequenceModel(
-        3,
-        5,
-        layer=layer,
-        d_model=8,
-        n_layers=2,
-        state_size=8,
-        pooling="none",
-        prenorm=prenorm,
-        key=getkey(),
-    )
+    def small(pooling, key):
+        return SequenceModel(
+            3, 5, layer=layer, d_model=8, n_layers=2, state_size=8, pooling=pooling,
+            prenorm=prenorm, key=key,
+        )  # fmt: skip
+
+    model = small("none", getkey())
     x = jax.random.normal(getkey(), (60, 3))
     y = model(x)
     step = eqx.filter_jit(model.step)
@@ -37,31 +34,8 @@ def test_step_mode_reproduces_the_sequence_output(layer, prenorm, getkey):
     np.testing.assert_allclose(out, y[0], atol=1e-12)
     np.testing.assert_allclose(recurrent(x), y, atol=1e-12)
     key = getkey()
-    last, mean = (
-        SequenceModel(
-            3,
-            5,
-            layer=layer,
-            d_model=8,
-            n_layers=2,
-            state_size=8,
-            pooling=pooling,
-            prenorm=prenorm,
-            key=key,
-        )
-        for pooling in ("last", "mean")
-    )
-    per_step = SequenceModel(
-        3,
-        5,
-        layer=layer,
-        d_model=8,
-        n_layers=2,
-        state_size=8,
-        pooling="none",
-        prenorm=prenorm,
-        key=key,
-    )(x)
+    last, mean, per_step = (small(pooling, key) for pooling in ("last", "mean", "none"))
+    per_step = per_step(x)
     np.testing.assert_allclose(last(x), per_step[-1], atol=1e-12)
     np.testing.assert_allclose(mean(x), per_step.mean(0), atol=1e-12)
 

@@ -147,6 +147,23 @@ def test_checkpoint_of_another_run_is_refused(tmp_path, getkey):
     assert Checkpointer(tmp_path / "checkpoints").all_steps() == [3]
 
 
+def _last_checkpoint_of_interrupted_fit(tmp_path, model, loss_fn, batch_fn, key) -> int:
+    """Runs 20 steps that `batch_fn` interrupts; returns the step of the last checkpoint."""
+    with pytest.raises(KeyboardInterrupt):
+        fit(
+            model,
+            loss_fn,
+            batch_fn,
+            optimizer=make_optimizer({}),
+            steps=20,
+            key=key,
+            workdir=tmp_path,
+            checkpoint_every=100,
+            progress=False,
+        )
+    return Checkpointer(tmp_path / "checkpoints").latest_step()
+
+
 def test_interrupt_saves_finished_steps(tmp_path, getkey):
     model, loss_fn, batch_fn = _toy(getkey)
 
@@ -155,19 +172,9 @@ def test_interrupt_saves_finished_steps(tmp_path, getkey):
             raise KeyboardInterrupt
         return batch_fn(step, key)
 
-    with pytest.raises(KeyboardInterrupt):
-        fit(
-            model,
-            loss_fn,
-            interrupting,
-            optimizer=make_optimizer({}),
-            steps=20,
-            key=getkey(),
-            workdir=tmp_path,
-            checkpoint_every=100,
-            progress=False,
-        )
-    assert Checkpointer(tmp_path / "checkpoints").latest_step() == 7
+    assert (
+        _last_checkpoint_of_interrupted_fit(tmp_path, model, loss_fn, interrupting, getkey()) == 7
+    )
 
 
 def test_bad_arguments(getkey):
@@ -216,37 +223,24 @@ def test_sigterm_checkpoints_like_ctrl_c_and_restores_the_handler(tmp_path, getk
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
-        with pytest.raises(KeyboardInterrupt):
-            fit(
-                model,
-                loss_fn,
-                terminated,
-                optimizer=make_optimizer({}),
-                steps=20,
-                key=getkey(),
-                workdir=tmp_path,
-                checkpoint_every=100,
-                progress=False,
-            )
+        last = _last_checkpoint_of_interrupted_fit(tmp_path, model, loss_fn, terminated, getkey())
         assert signal.getsignal(signal.SIGTERM) is handler
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert Checkpointer(tmp_path / "checkpoints").latest_step() == 7
+    assert last == 7
 
 
 def test_restore_model_needs_no_optimizer(tmp_path, getkey):
     model, loss_fn, batch_fn = _toy(getkey)
-    result = fit(
-        model,
-        loss_fn,
-        batch_fn,
-        optimizer=make_optimizer({"name": "adamw", "weight_decay": 1e-2, "clip_norm": 1.0}),
-        steps=30,
-        key=getkey(),
-        workdir=tmp_path,
-        progress=False,
-        run_config={"model": {"in": 2, "out": 1}},
-    )
+
+    def run(**kwargs):
+        optimizer = make_optimizer({"name": "adamw", "weight_decay": 1e-2, "clip_norm": 1.0})
+        return fit(
+            model, loss_fn, batch_fn, optimizer=optimizer, steps=30, key=getkey(),
+            workdir=tmp_path, progress=False, **kwargs,
+        )  # fmt: skip
+
+    result = run(run_config={"model": {"in": 2, "out": 1}})
     config = read_run_config(tmp_path)
     assert config == {"model": {"in": 2, "out": 1}}
     like = eqx.filter_eval_shape(eqx.nn.Linear, config["model"]["in"], 1, key=getkey())
@@ -254,16 +248,7 @@ def test_restore_model_needs_no_optimizer(tmp_path, getkey):
     assert bool(eqx.tree_equal(restored, result.model))
     # a finished run called again trains nothing and logs nothing new
     lines = (tmp_path / "metrics.jsonl").read_text()
-    again = fit(
-        model,
-        loss_fn,
-        batch_fn,
-        optimizer=make_optimizer({"name": "adamw", "weight_decay": 1e-2, "clip_norm": 1.0}),
-        steps=30,
-        key=getkey(),
-        workdir=tmp_path,
-        progress=False,
-    )
+    again = run()
     assert (tmp_path / "metrics.jsonl").read_text() == lines
     assert again.metrics["loss"] == result.metrics["loss"] and again.start_step == 30
     with pytest.raises(CheckpointMismatchError, match="shapes"):

@@ -1,0 +1,115 @@
+"""The import graph, read from the source: the library never imports
+`solvers/`, `experiments/` or `benchmarks/`; `solvers/` never imports the
+library; inside `sciml`, each subpackage imports only from floors below its
+own (so models never import `sciml.training`, and nothing runs back up)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTSIDE = ("solvers", "experiments", "benchmarks")
+
+# floor of each top-level name under `sciml`; an import may only go to a lower floor
+FLOORS = {
+    "__init__": 0,
+    "_checks": 0,
+    "_custom_types": 0,
+    "solution": 1,
+    "recurrence": 1,
+    "data": 1,
+    "operators": 2,  # models
+    "ssm": 2,
+    "pararnn": 2,
+    "insr": 2,
+    "dcdm": 2,
+    "interop": 2,
+    "training": 3,
+    "online": 4,
+    "experiment": 4,
+}
+
+
+def imported_modules(path: Path, source: str) -> set[str]:
+    """Absolute names of the modules `source` (the file at `path`, relative to
+    the repository root) imports, relative imports resolved."""
+    package = list(path.with_suffix("").parts)
+    package = package[:-1]  # a module's package, or an `__init__`'s own package
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if not node.level:
+                names.add(node.module)
+                continue
+            base = package[: len(package) - (node.level - 1)]
+            if node.module:
+                names.add(".".join([*base, node.module]))
+            else:  # `from .. import x`: x may be a module
+                names.update(".".join([*base, alias.name]) for alias in node.names)
+    return names
+
+
+def violations(path: Path, source: str) -> list[str]:
+    """The imports of one file that break the rules of the module docstring."""
+    top, *rest = path.with_suffix("").parts
+    found = []
+    for name in sorted(imported_modules(path, source)):
+        head = name.split(".")
+        if top == "sciml" and head[0] in OUTSIDE:
+            found.append(f"{path} imports {name}: the library never imports {head[0]}/")
+        if top == "solvers" and head[0] == "sciml":
+            found.append(f"{path} imports {name}: solvers/ never imports the library")
+        if top == "sciml" and head[0] == "sciml" and len(head) > 1:
+            here = rest[0] if rest else "__init__"
+            there = head[1]
+            if there != here and FLOORS[there] >= FLOORS[here]:
+                found.append(
+                    f"{path} imports {name}: sciml.{here} (floor {FLOORS[here]}) may import "
+                    f"only from lower floors, sciml.{there} is on floor {FLOORS[there]}"
+                )
+    return found
+
+
+def _files(top: str) -> list[Path]:
+    return sorted(p.relative_to(ROOT) for p in (ROOT / top).rglob("*.py"))
+
+
+def test_every_sciml_subpackage_has_a_floor():
+    names = {p.parts[1].removesuffix(".py") for p in _files("sciml")}
+    assert names <= set(FLOORS), f"give these a floor in FLOORS: {sorted(names - set(FLOORS))}"
+
+
+@pytest.mark.parametrize("top", ["sciml", "solvers"])
+def test_imports_follow_the_layers(top):
+    found = [v for p in _files(top) for v in violations(p, (ROOT / p).read_text())]
+    assert not found, "\n".join(found)
+
+
+def test_the_reader_sees_relative_absolute_and_forbidden_imports():
+    path = Path("sciml/ssm/_models.py")
+    source = (
+        "import jax\nfrom ..recurrence import Dense\nfrom . import _init\n"
+        "from sciml.training import fit\nfrom solvers.heat import solve\n"
+    )
+    assert imported_modules(path, source) == {
+        "jax",
+        "sciml.recurrence",
+        "sciml.ssm._init",
+        "sciml.training",
+        "solvers.heat",
+    }
+    found = violations(path, source)
+    assert len(found) == 2, found
+    assert "sciml.ssm (floor 2) may import only from lower floors" in found[0]
+    assert "the library never imports solvers/" in found[1]
+    # the real tree has the edges this reader must see
+    models = imported_modules(
+        Path("sciml/pararnn/_solve.py"), (ROOT / "sciml/pararnn/_solve.py").read_text()
+    )
+    assert {"sciml.recurrence", "sciml.solution", "sciml._checks"} <= models
+    init = Path("sciml/ssm/__init__.py")
+    assert "sciml.ssm._s4d" in imported_modules(init, (ROOT / init).read_text())
