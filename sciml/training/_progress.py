@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 
 LOG_INTERVAL = 30.0  # seconds between the lines of a LineProgress
@@ -95,7 +95,7 @@ def progress_bar(total: int, *, initial: int, desc: str, disable: bool) -> Any:
     """A tqdm bar when standard error is a terminal, else a [`LineProgress`][sciml.training.LineProgress]."""
     stream = sys.stderr
     terminal = hasattr(stream, "isatty") and stream.isatty()
-    notebook = "ipykernel" in sys.modules  # tqdm.auto draws a widget there
+    notebook = "ipykernel" in sys.modules  # a notebook redraws a tqdm bar in place
     if not disable and not terminal and not notebook:
         return LineProgress(total, initial=min(initial, total), desc=desc)
     return tqdm(
