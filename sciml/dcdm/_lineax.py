@@ -52,7 +52,26 @@ class DCDM(lx.AbstractLinearSolver):
     solve) is reported as lineax's `breakdown`.
 
     ```python
-    sol = lx.linear_solve(op, b, DCDM(direction_fn(net, fluid), rtol=1e-6, max_steps=500))
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # rtol 1e-6 needs float64
+
+    import jax.numpy as jnp
+    import lineax as lx
+    from sciml.dcdm import DCDM, Identity
+
+
+    def apply_A(x):  # the 1-D Dirichlet Laplacian, symmetric positive definite
+        xp = jnp.pad(x, 1)
+        return 2 * x - xp[:-2] - xp[2:]
+
+
+    b = jnp.ones(64)
+    op = lx.FunctionLinearOperator(
+        apply_A, jax.ShapeDtypeStruct(b.shape, b.dtype), lx.positive_semidefinite_tag
+    )
+    direction = Identity()  # or a trained network: sciml.dcdm.direction_fn(net, fluid)
+    sol = lx.linear_solve(op, b, DCDM(direction, rtol=1e-6, max_steps=500))
     ```
     """
 

@@ -2,6 +2,7 @@
 
 Every experiment config has the same skeleton (see `docs/experiments.md`):
 
+<!-- snippet: not run (a template: the data block and `shrink` are the config's own) -->
 ```python
 from sciml.experiment import defaults
 

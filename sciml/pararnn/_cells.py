@@ -42,6 +42,15 @@ class AbstractCell(eqx.Module):
     For example, a leaky tanh cell with a diagonal Jacobian:
 
     ```python
+    from typing import ClassVar
+
+    import equinox as eqx
+    import jax.numpy as jnp
+    from jaxtyping import Array
+    from sciml.pararnn import AbstractCell, Diagonal
+    from sciml.recurrence import AbstractStructure
+
+
     class Leaky(AbstractCell):
         structure: ClassVar[AbstractStructure] = Diagonal()
         a: Array

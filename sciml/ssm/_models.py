@@ -290,6 +290,12 @@ def ssm_labels(tree: PyTree, *, label: str = SSM_GROUP, default: str = "default"
     function itself as `param_labels`:
 
     ```python
+    import equinox as eqx
+    import jax
+    import optax
+    from sciml.ssm import SequenceModel, ssm_labels
+
+    model = SequenceModel(2, 3, d_model=8, n_layers=1, state_size=4, key=jax.random.key(0))
     params = eqx.filter(model, eqx.is_inexact_array)
     optimizer = optax.multi_transform(
         {"ssm": optax.adam(1e-3), "default": optax.adamw(1e-2)}, ssm_labels

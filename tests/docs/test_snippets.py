@@ -1,4 +1,5 @@
-"""Every ```python block of the Markdown pages runs, and every `Solution` it makes succeeded.
+"""Every ```python block of the Markdown pages and of the library's docstrings runs,
+and every `Solution` it makes succeeded.
 
 The tutorials are executed by the site build; this covers the other pages (API
 reference, experiments, design, results, ...). The blocks of one page run in
@@ -131,6 +132,47 @@ def test_page_snippets_run_and_succeed(page, tmp_path):
         pytest.skip(f"{page}: every block is marked not run")
     result = run_script("\n\n".join(runnable), tmp_path)
     assert result.returncode == 0, f"{page}: its snippets failed:\n{result.stderr[-4000:]}"
+
+
+def _docstring_blocks() -> list[tuple[str, int, str, str | None]]:
+    """`(module file, block number, code, reason)` for each ```python block in the
+    library's docstrings (mkdocstrings renders them on the API pages)."""
+    found = []
+    for path in sorted((ROOT / "sciml").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(
+                node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+            ):
+                continue
+            doc = ast.get_docstring(node)
+            if doc and "```python" in doc:
+                for i, m in enumerate(_BLOCK.finditer(doc)):
+                    found.append(
+                        (str(path.relative_to(ROOT)), i, m.group("code"), m.group("reason"))
+                    )
+    return found
+
+
+DOCSTRING_BLOCKS = _docstring_blocks()
+
+
+def test_docstring_blocks_are_found():
+    assert {f for f, *_ in DOCSTRING_BLOCKS} >= {"sciml/dcdm/_lineax.py", "sciml/ssm/_models.py"}
+
+
+@pytest.mark.parametrize(
+    "path, index, code, reason",
+    DOCSTRING_BLOCKS,
+    ids=[f"{f}-{i}" for f, i, *_ in DOCSTRING_BLOCKS],
+)
+def test_docstring_snippets_run_and_succeed(path, index, code, reason, tmp_path):
+    # each block alone, as a reader copies it from the API page
+    if reason is not None:
+        pytest.skip(f"{path}: marked not run ({reason})")
+    for name in _imports(code):
+        assert name.split(".")[0] not in ("solvers", "experiments", "tests"), (path, name)
+    result = run_script(code, tmp_path)
+    assert result.returncode == 0, f"{path} block {index} failed:\n{result.stderr[-4000:]}"
 
 
 def test_an_unsuccessful_solution_fails_the_check(tmp_path):

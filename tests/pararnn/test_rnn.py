@@ -1,14 +1,12 @@
 """The RNN layer and the residual model: modes agree, auto follows the crossover table, bad input."""
 
 import inspect
-from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import Array
 
 from sciml.pararnn import (
     GRU,
@@ -25,7 +23,6 @@ from sciml.pararnn import (
     Sequential,
     sequential_solve,
 )
-from sciml.recurrence import AbstractStructure
 
 
 def choose_mode(length, state_size, structure, *, batch_size=1, backend=None, table=None):
@@ -134,8 +131,7 @@ def docstring_example(obj) -> str:
 
 def test_user_cell_as_the_docstring_writes_it(rng):
     # the AbstractCell docstring's example, run as written (state_size as a field)
-    names = {"ClassVar": ClassVar, "AbstractStructure": AbstractStructure, "Diagonal": Diagonal}
-    names.update(AbstractCell=AbstractCell, Array=Array, eqx=eqx, jnp=jnp)
+    names = {}
     exec(docstring_example(AbstractCell), names)
     cell = names["Leaky"](3)
     assert cell.state_size == 3
