@@ -9,6 +9,7 @@ numerical code: this package never imports `sciml`.
 - `solvers.burgers`: 1-D viscous Burgers, periodic, pseudo-spectral (JAX).
 - `solvers.poisson`: pressure-Poisson systems on voxel grids (scipy CSR + JAX matrix-free).
 - `solvers.advection`: 1-D linear advection, Crank–Nicolson with upwind or central differences (INSR grid baselines).
+- `solvers.mesh_fields`: P1/P2 Lagrange fields on a triangle mesh (INSR elasticity mesh baselines).
 - `solvers.stepping`: the time loop the time-dependent solvers share. Their
   solvers are one-sample stepper modules (`NavierStokes`, `Heat`, `Burgers`:
   `stepper(u)` advances one field `(channels, *grid)` by `dt`), and

@@ -98,7 +98,9 @@ def insr_elasticity(smoke: bool, clock: Clock) -> None:
 
     from experiments.configs import insr_elasticity as configs
     from experiments.tasks import insr_elasticity as task
+    from experiments.tasks.insr_common import integrate_steps
     from sciml import insr
+    from solvers.mesh_fields import interpolate, p1_field, p2_field
 
     config = configs.get_config("tiny" if smoke else None)
     scene = config.problem.scene
@@ -115,14 +117,14 @@ def insr_elasticity(smoke: bool, clock: Clock) -> None:
         def mesh(make):
             values = make(problem, int(n_params))
             if scene == "column":  # the initial condition at the nodes
-                values = task.interpolate(values, problem.initial_condition)
+                values = interpolate(values, problem.initial_condition)
             return values
 
         representations = {
             "INSR (SIREN)": (lambda: fit.value, key_run),
             "floor (exact field)": (lambda: task.exact_field(problem, scene), key_ref),
-            "P1 mesh": (lambda: mesh(task.p1_field), key_ref),
-            "P2 mesh": (lambda: mesh(task.p2_field), key_ref),
+            "P1 mesh": (lambda: mesh(p1_field), key_ref),
+            "P2 mesh": (lambda: mesh(p2_field), key_ref),
         }
         if scene == "floor":  # no exact field to compare with
             del representations["floor (exact field)"]
@@ -132,7 +134,7 @@ def insr_elasticity(smoke: bool, clock: Clock) -> None:
             field0 = make()
             start = time.perf_counter()
             # the task's own stepping call (jitted `integrate`, every step saved)
-            sol = task._run(field0, integrator, problem, dt, t1, key)
+            sol = integrate_steps(field0, integrator, problem, dt, t1, key)
             jax.block_until_ready(sol.stats["loss"])
             seconds = time.perf_counter() - start
             unknowns = jax.tree_util.tree_leaves(eqx.filter(field0, eqx.is_inexact_array))

@@ -224,6 +224,7 @@ def insr_step(smoke: bool, clock: Clock) -> None:
 
     from experiments.configs import insr_elasticity as configs
     from experiments.tasks import insr_elasticity as task
+    from experiments.tasks.insr_common import integrate_steps
     from sciml import insr
 
     config = configs.get_config("tiny" if smoke else None)
@@ -236,7 +237,7 @@ def insr_step(smoke: bool, clock: Clock) -> None:
         times = []
         for _ in range(2):  # compile + run, then run (the task's jitted `integrate`)
             start = time.perf_counter()
-            sol = task._run(fit.value, integrator, problem, dt, dt, jax.random.key(2))
+            sol = integrate_steps(fit.value, integrator, problem, dt, dt, jax.random.key(2))
             jax.block_until_ready(sol.stats["loss"])
             times.append(time.perf_counter() - start)
         iterations = int(np.sum(sol.stats["iterations"]))

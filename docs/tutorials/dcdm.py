@@ -22,17 +22,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sciml.dcdm import (
-    DCDMNet,
-    Identity,
-    SmoothedAggregationAMG,
-    SymmetricDCDMNet,
-    dcdm_loss,
-    direction_fn,
-    label_channels,
-    ritz_dataset,
-    solve,
-)
+from sciml import dcdm
 from sciml.training import fit, make_optimizer, read_metrics
 from solvers.poisson import FLUID, PoissonOperator, assemble, make_scene, random_rhs
 
@@ -65,7 +55,7 @@ plt.show()
 
 # %%
 workdir = Path(tempfile.mkdtemp())
-data = ritz_dataset(
+data = dcdm.ritz_dataset(
     workdir / "ritz.h5",
     lambda x: (matrix @ x.ravel()).reshape(labels.shape),
     labels,
@@ -84,13 +74,13 @@ print(rhs.shape, "Ritz values in", data["ritz_values"][[0, -1]])
 # direction of `f(b)` matters.
 
 # %%
-net = DCDMNet(2, pairs=(1, 1, 1), label_channels=True, key=jax.random.key(0))
+net = dcdm.DCDMNet(2, pairs=(1, 1, 1), label_channels=True, key=jax.random.key(0))
 fluid = jnp.asarray(labels == FLUID, jnp.float32)
-onehot = label_channels(labels)
+onehot = dcdm.label_channels(labels)
 
 
 def loss_fn(model, batch, key):
-    return dcdm_loss(direction_fn(model, fluid, onehot), op, batch), {}
+    return dcdm.dcdm_loss(dcdm.direction_fn(model, fluid, onehot), op, batch), {}
 
 
 @jax.jit
@@ -130,8 +120,8 @@ plt.show()
 
 # %%
 symmetric = fit(
-    SymmetricDCDMNet(2, pairs=(1, 1, 1), key=jax.random.key(0)),
-    lambda model, batch, key: (dcdm_loss(direction_fn(model, fluid), op, batch), {}),
+    dcdm.SymmetricDCDMNet(2, pairs=(1, 1, 1), key=jax.random.key(0)),
+    lambda model, batch, key: (dcdm.dcdm_loss(dcdm.direction_fn(model, fluid), op, batch), {}),
     batch_fn,
     optimizer=optimizer,
     steps=300,
@@ -158,16 +148,16 @@ test = make_scene(64, seed=11, n_obstacles=3, free_surface=True)
 test_op = PoissonOperator(test)
 b = jnp.asarray(random_rhs(test, seed=0, kind="smooth"))
 methods = {
-    "DCDM": direction_fn(
-        result.model, jnp.asarray(test == FLUID, jnp.float32), label_channels(test)
+    "DCDM": dcdm.direction_fn(
+        result.model, jnp.asarray(test == FLUID, jnp.float32), dcdm.label_channels(test)
     ),
-    "DCDM, NᵀN": direction_fn(symmetric.model, jnp.asarray(test == FLUID, jnp.float32)),
-    "CG": Identity().build(assemble(test), test.shape),
-    "AMG-PCG": SmoothedAggregationAMG().build(assemble(test), test.shape),
+    "DCDM, NᵀN": dcdm.direction_fn(symmetric.model, jnp.asarray(test == FLUID, jnp.float32)),
+    "CG": dcdm.Identity().build(assemble(test), test.shape),
+    "AMG-PCG": dcdm.SmoothedAggregationAMG().build(assemble(test), test.shape),
 }
 plt.figure(figsize=(5, 3.4))
 for name, direction in methods.items():
-    sol = solve(test_op, b, direction, rtol=1e-6, max_steps=600, throw=False)
+    sol = dcdm.solve(test_op, b, direction, rtol=1e-6, max_steps=600, throw=False)
     h = np.asarray(sol.stats["residual_history"])
     plt.semilogy(h / h[0], label=f"{name} ({int(sol.stats['num_steps'])} it.)")
     print(name, int(sol.stats["num_steps"]), "iterations")

@@ -84,3 +84,36 @@ def online_config(
     launcher.poll_interval = 5.0
     config.launcher = launcher
     return config
+
+
+def shrink_online(
+    config: ml_collections.ConfigDict,
+    *,
+    n_runs: int,
+    n_steps: int,
+    runs_per_job: int,
+    settings: dict[str, Any],
+    capacity: int,
+) -> None:
+    """A seconds-long variant: `n_runs` runs of `n_steps` (2 held out), the
+    solver `settings` overridden, a FIRO buffer of `capacity` samples read 8
+    times each, and 40 training steps of batch 4 at learning rate 1e-2."""
+    config.study.n_runs = n_runs
+    config.study.n_steps = n_steps
+    config.study.n_validation = 2
+    config.study.runs_per_job = runs_per_job
+    config.study.settings.update(settings)
+    config.buffer.kind = "firo"
+    config.buffer.capacity = capacity
+    config.buffer.watermark = 8
+    config.buffer.reads = 8
+    config.optimizer.learning_rate = 1e-2
+    defaults.shrink_training(
+        config,
+        steps=40,
+        batch_size=4,
+        log_every=10,
+        eval_every=20,
+        checkpoint_every=20,
+        warmup_steps=5,
+    )

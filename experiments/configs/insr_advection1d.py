@@ -10,6 +10,7 @@ runs the paper's Adam loop instead (hours). The `tiny` variant
 
 import ml_collections
 
+from experiments.configs._insr import add_adam_and_initial, insr_config
 from sciml.experiment import defaults
 
 
@@ -25,16 +26,8 @@ def tiny(config: ml_collections.ConfigDict) -> None:
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    # the runner's shared skeleton; this task does not train a model, so the
-    # `train` / `optimizer` blocks are unused
-    config = defaults.base_config(
-        "insr_advection1d",
-        "experiments.tasks.insr_advection1d",
-        steps=0,
-        batch_size=1,
-        learning_rate=1e-4,
-    )
-    config.x64 = True
+    # 901 parameters, as the paper
+    config = insr_config("insr_advection1d", width=20, hidden_layers=2)
 
     config.problem = ml_collections.ConfigDict()
     config.problem.name = "advection1d"
@@ -47,12 +40,6 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.problem.t1 = 12.0  # 240 steps of dt
     config.problem.dt = 0.05
 
-    config.field = ml_collections.ConfigDict()
-    config.field.name = "siren"
-    config.field.width = 20
-    config.field.hidden_layers = 2  # 901 parameters, as the paper
-    config.field.omega0 = 30.0
-
     config.integrator = "midpoint"  # or "implicit_euler", "explicit_euler"
 
     config.solver = ml_collections.ConfigDict()
@@ -63,11 +50,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.loss_tol = 1e-6  # a step that reaches this objective counts as converged
     config.solver.rtol = 1e-4
     config.solver.atol = 1e-8
-    config.solver.learning_rate = 1e-4  # adam only
-    config.solver.max_iters = 20000  # adam only
-
-    config.initial = ml_collections.ConfigDict()
-    config.initial.max_steps = 60  # least-squares iterations of the initial fit
+    add_adam_and_initial(config, initial_steps=60)
 
     config.eval = ml_collections.ConfigDict()
     config.eval.n_nodes = 901  # evaluation nodes = grid baselines' nodes (same memory)

@@ -15,6 +15,7 @@ for 3 steps) runs in seconds for the tests.
 
 import ml_collections
 
+from experiments.configs._insr import add_adam_and_initial, insr_config
 from sciml.experiment import defaults
 
 
@@ -33,27 +34,13 @@ def tiny(config: ml_collections.ConfigDict) -> None:
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    # the runner's shared skeleton; this task does not train a model, so the
-    # `train` / `optimizer` blocks are unused
-    config = defaults.base_config(
-        "insr_elasticity",
-        "experiments.tasks.insr_elasticity",
-        steps=0,
-        batch_size=1,
-        learning_rate=1e-4,
-    )
-    config.x64 = True
+    # 14,418 parameters, as the paper's 2-D elasticity
+    config = insr_config("insr_elasticity", width=68, hidden_layers=3)
 
     config.problem = ml_collections.ConfigDict()
     config.problem.scene = "stretch"  # or "free_fall", "column", "floor"
     config.problem.dt = 0.0  # 0: the scene's default
     config.problem.t1 = 0.0  # 0: the scene's default
-
-    config.field = ml_collections.ConfigDict()
-    config.field.name = "siren"
-    config.field.width = 68
-    config.field.hidden_layers = 3  # 14,418 parameters, as the paper's 2-D elasticity
-    config.field.omega0 = 30.0
 
     config.solver = ml_collections.ConfigDict()
     config.solver.name = "least_squares"  # or "adam" (the paper's loop)
@@ -62,11 +49,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.max_steps = 30
     config.solver.rtol = 1e-6
     config.solver.atol = 1e-9
-    config.solver.learning_rate = 1e-4  # adam only
-    config.solver.max_iters = 20000  # adam only
-
-    config.initial = ml_collections.ConfigDict()
-    config.initial.max_steps = 40  # least-squares iterations of the initial fit
+    add_adam_and_initial(config, initial_steps=40)
 
     config.eval = ml_collections.ConfigDict()
     config.eval.n_grid = 64  # n × n midpoint quadrature of the body for energies and errors

@@ -15,6 +15,7 @@ The `tiny` variant (`insr_taylor_green.py:tiny`) runs in seconds for the tests.
 
 import ml_collections
 
+from experiments.configs._insr import add_adam_and_initial, insr_config
 from sciml.experiment import defaults
 
 
@@ -34,28 +35,14 @@ def tiny(config: ml_collections.ConfigDict) -> None:
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    # the runner's shared skeleton; this task does not train a model, so the
-    # `train` / `optimizer` blocks are unused
-    config = defaults.base_config(
-        "insr_taylor_green",
-        "experiments.tasks.insr_taylor_green",
-        steps=0,
-        batch_size=1,
-        learning_rate=1e-4,
-    )
-    config.x64 = True
+    # 3330 velocity + 3297 pressure weights, as the paper
+    config = insr_config("insr_taylor_green", width=32, hidden_layers=3)
 
     config.problem = ml_collections.ConfigDict()
     config.problem.name = "taylor_green"
     config.problem.viscosity = 0.0  # the paper's Euler flow
     config.problem.t1 = 5.0  # 100 steps of dt
     config.problem.dt = 0.05
-
-    config.field = ml_collections.ConfigDict()
-    config.field.name = "siren"
-    config.field.width = 32
-    config.field.hidden_layers = 3  # 3330 velocity + 3297 pressure weights, as the paper
-    config.field.omega0 = 30.0
 
     config.projection = "strong"  # or "variational"
 
@@ -72,11 +59,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.pressure_loss_tol = 1e-6
     config.solver.rtol = 1e-4
     config.solver.atol = 1e-8
-    config.solver.learning_rate = 1e-4  # adam only
-    config.solver.max_iters = 20000  # adam only
-
-    config.initial = ml_collections.ConfigDict()
-    config.initial.max_steps = 60  # least-squares iterations of the initial fit
+    add_adam_and_initial(config, initial_steps=60)
 
     config.eval = ml_collections.ConfigDict()
     config.eval.n_nodes = 48  # evaluation grid = the paper's same-memory grid baseline

@@ -12,7 +12,7 @@ surrogate on a smaller grid); validation on 8 held-out runs.
 
 import ml_collections
 
-from experiments.configs._online import online_config
+from experiments.configs._online import online_config, shrink_online
 from sciml.experiment import defaults
 from solvers.streams import HEAT_PARAMS
 
@@ -44,25 +44,12 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
 def tiny(config: ml_collections.ConfigDict) -> None:
     """Seconds-long: a 9² grid, 8 runs of 5 steps, a small MLP; a FIRO buffer
     that holds every sample and reads each 8 times (80 batches of 4 > 40 steps)."""
-    config.study.n_runs = 8
-    config.study.n_steps = 5
-    config.study.n_validation = 2
-    config.study.runs_per_job = 4
-    config.study.settings.resolution = 9
-    config.study.settings.interval = 4e-3
-    config.study.settings.dt = 2e-3
-    config.buffer.kind = "firo"
-    config.buffer.capacity = 40
-    config.buffer.watermark = 8
-    config.buffer.reads = 8
-    config.model.width = 32
-    config.optimizer.learning_rate = 1e-2
-    defaults.shrink_training(
+    shrink_online(
         config,
-        steps=40,
-        batch_size=4,
-        log_every=10,
-        eval_every=20,
-        checkpoint_every=20,
-        warmup_steps=5,
+        n_runs=8,
+        n_steps=5,
+        runs_per_job=4,
+        settings={"resolution": 9, "interval": 4e-3, "dt": 2e-3},
+        capacity=40,
     )
+    config.model.width = 32

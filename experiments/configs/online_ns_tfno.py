@@ -15,7 +15,7 @@ how fast the solvers are next to the trainer.
 
 import ml_collections
 
-from experiments.configs._online import online_config
+from experiments.configs._online import online_config, shrink_online
 from experiments.configs._operators import model_config
 from sciml.experiment import defaults
 
@@ -47,27 +47,14 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
 def tiny(config: ml_collections.ConfigDict) -> None:
     """Seconds-long: a 16² grid, 8 runs of 4 steps, a small TFNO; a FIRO buffer
     that holds every sample and reads each 8 times (64 batches of 4 > 40 steps)."""
-    config.study.n_runs = 8
-    config.study.n_steps = 4
-    config.study.n_validation = 2
-    config.study.runs_per_job = 3
-    config.study.settings.resolution = 16
-    config.study.settings.interval = 0.2
-    config.study.settings.dt = 1e-2
-    config.buffer.kind = "firo"
-    config.buffer.capacity = 32
-    config.buffer.watermark = 8
-    config.buffer.reads = 8
+    shrink_online(
+        config,
+        n_runs=8,
+        n_steps=4,
+        runs_per_job=3,
+        settings={"resolution": 16, "interval": 0.2, "dt": 1e-2},
+        capacity=32,
+    )
     config.model.n_modes = (4, 4)
     config.model.hidden_channels = 8
     config.model.n_layers = 2
-    config.optimizer.learning_rate = 1e-2
-    defaults.shrink_training(
-        config,
-        steps=40,
-        batch_size=4,
-        log_every=10,
-        eval_every=20,
-        checkpoint_every=20,
-        warmup_steps=5,
-    )

@@ -25,17 +25,14 @@ plots `plots/fields.png` (snapshots vs the exact solution) and
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
-import optimistix as optx
 
-from experiments.tasks.insr_common import validate_insr_config
+from experiments.tasks import insr_common as common
 from sciml import insr
 from sciml.solution import RESULTS
 from solvers.advection import CentralCN, UpwindCN
@@ -52,47 +49,19 @@ SOLVERS = ("least_squares", "adam")
 FIELDS = ("siren",)
 
 
-def _choose(kind: str, name: str, accepted) -> str:
-    if name not in accepted:
-        raise ValueError(f"unknown {kind} {name!r}; accepted: {', '.join(map(repr, accepted))}.")
-    return name
-
-
 def build(config):
     """`(problem, field, integrator, initial solver)` from the config."""
     p = config.problem
-    _choose("problem.name", p.name, PROBLEMS)
+    common.choose("problem.name", p.name, PROBLEMS)
     problem = insr.Advection1D(
         p.velocity, p.lower, p.upper, center=p.center, width=p.width, periodic=bool(p.periodic)
     )
-    _choose("field.name", config.field.name, FIELDS)
-    field = insr.SIREN(
-        1,
-        1,
-        width=config.field.width,
-        hidden_layers=config.field.hidden_layers,
-        omega0=config.field.omega0,
-        key=jax.random.key(config.seed),
-    )
+    field = common.siren(config, 1, 1)
     if problem.periodic:
-        field = insr.PeriodicEmbedding(
-            insr.SIREN(
-                2,
-                1,
-                width=config.field.width,
-                hidden_layers=config.field.hidden_layers,
-                omega0=config.field.omega0,
-                key=jax.random.key(config.seed),
-            ),
-            p.lower,
-            p.upper,
-        )
+        field = insr.PeriodicEmbedding(common.siren(config, 2, 1), p.lower, p.upper)
     s = config.solver
-    _choose("solver.name", s.name, SOLVERS)
-    if s.name == "least_squares":
-        optimiser = optx.LevenbergMarquardt(
-            rtol=s.rtol, atol=s.atol, linear_solver=lx.Normal(lx.Cholesky())
-        )
+    if common.choose("solver.name", s.name, SOLVERS) == "least_squares":
+        optimiser = common.levenberg_marquardt(s)
         solver = insr.LeastSquaresSolver(
             optimiser,
             n_points=s.n_points,
@@ -104,14 +73,9 @@ def build(config):
             optimiser, n_points=s.n_points, max_steps=config.initial.max_steps, loss_tol=s.loss_tol
         )
     else:
-        solver = insr.AdamSolver(
-            learning_rate=s.learning_rate,
-            n_points=s.n_points,
-            n_boundary=s.n_boundary,
-            max_iters=s.max_iters,
-        )
+        solver = common.adam_solver(s)
         initial = solver
-    integrator = INTEGRATORS[_choose("integrator", config.integrator, tuple(INTEGRATORS))]
+    integrator = INTEGRATORS[common.choose("integrator", config.integrator, tuple(INTEGRATORS))]
     return problem, field, integrator(solver), initial
 
 
@@ -142,25 +106,9 @@ def train_and_evaluate(config, workdir) -> dict:
         n_steps = insr.number_of_steps(0.0, t1, dt)
         key_init, key_run = jax.random.split(jax.random.key(config.seed + 1))
 
-        start = time.perf_counter()
-        fit = eqx.filter_jit(insr.fit_initial)(field, problem, initial, key=key_init, throw=False)
-        jax.block_until_ready(fit.stats["loss"])
-        initial_seconds = time.perf_counter() - start
-
-        start = time.perf_counter()
-        sol = eqx.filter_jit(insr.integrate)(
-            fit.value,
-            integrator,
-            problem,
-            0.0,
-            t1,
-            dt,
-            key=key_run,
-            saveat=insr.SaveAt(t0=True, steps=True),
-            throw=False,
+        fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate(
+            field, integrator, problem, initial, dt, t1, (key_init, key_run)
         )
-        jax.block_until_ready(sol.stats["loss"])
-        seconds_per_step = (time.perf_counter() - start) / n_steps
 
         eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
         times = np.asarray(sol.stats["ts"])
@@ -223,21 +171,16 @@ def train_and_evaluate(config, workdir) -> dict:
     fig.savefig(workdir / "plots" / "fields.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for label, curve in curves.items():
-        ax.semilogy(times[1:], np.maximum(curve[1:], 1e-16), label=label)
-    ax.set_xlabel("t")
-    ax.set_ylabel("mean absolute error")
-    ax.legend(fontsize=7)
-    fig.savefig(workdir / "plots" / "errors.png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    common.plot_errors(
+        workdir / "plots" / "errors.png", times, curves, ylabel="mean absolute error"
+    )
     return summary
 
 
 def validate_config(config) -> None:
     """Field, solver and evaluation sizes and choices, checked by the runner
     before anything is written."""
-    validate_insr_config(
+    common.validate_insr_config(
         config,
         positive=("eval.n_nodes",),
         positive_numbers=("problem.dt", "problem.t1"),

@@ -1,8 +1,18 @@
 """What the INSR experiments share: the checks of their `field`, `solver` and
-`initial` config blocks (each task's `validate_config` adds its own keys)."""
+`initial` config blocks (each task's `validate_config` adds its own keys), the
+choice check of `build`, the SIREN field and solvers of those blocks, the timed
+initial fit and integration, and the error-over-time plot."""
 
 from __future__ import annotations
 
+import time
+
+import equinox as eqx
+import jax
+import lineax as lx
+import optimistix as optx
+
+from sciml import insr
 from sciml.experiment import check_config
 
 
@@ -28,3 +38,86 @@ def validate_insr_config(config, *, positive=(), positive_numbers=(), choices=No
         positive_numbers=("field.omega0", *positive_numbers),
         choices={"field.name": FIELDS, "solver.name": SOLVERS, **(choices or {})},
     )
+
+
+def choose(kind: str, name: str, accepted) -> str:
+    """`name` if it is one of `accepted`, else a `ValueError` naming `kind`."""
+    if name not in accepted:
+        raise ValueError(f"unknown {kind} {name!r}; accepted: {', '.join(map(repr, accepted))}.")
+    return name
+
+
+def levenberg_marquardt(s) -> optx.LevenbergMarquardt:
+    """The `solver` config block's least-squares optimiser (Cholesky on the normal equations)."""
+    return optx.LevenbergMarquardt(rtol=s.rtol, atol=s.atol, linear_solver=lx.Normal(lx.Cholesky()))
+
+
+def adam_solver(s) -> insr.AdamSolver:
+    """The `solver` config block's Adam solver (`solver.name == "adam"`)."""
+    return insr.AdamSolver(
+        learning_rate=s.learning_rate,
+        n_points=s.n_points,
+        n_boundary=s.n_boundary,
+        max_iters=s.max_iters,
+    )
+
+
+def integrate_steps(field, integrator, problem, dt: float, t1: float, key):
+    """`insr.integrate` from 0 to `t1`, every step saved, failures in the result."""
+    return eqx.filter_jit(insr.integrate)(
+        field,
+        integrator,
+        problem,
+        0.0,
+        t1,
+        dt,
+        key=key,
+        saveat=insr.SaveAt(t0=True, steps=True),
+        throw=False,
+    )
+
+
+def fit_and_integrate(field, integrator, problem, initial, dt: float, t1: float, keys):
+    """The initial fit, then `integrate_steps` from its field; `keys = (init, run)`.
+
+    Returns `(fit, sol, initial_seconds, seconds_per_step)`: the wall times
+    (compilation included) of the fit and of the integration per step."""
+    key_init, key_run = keys
+    start = time.perf_counter()
+    fit = eqx.filter_jit(insr.fit_initial)(field, problem, initial, key=key_init, throw=False)
+    jax.block_until_ready(fit.stats["loss"])
+    initial_seconds = time.perf_counter() - start
+
+    start = time.perf_counter()
+    sol = integrate_steps(fit.value, integrator, problem, dt, t1, key_run)
+    jax.block_until_ready(sol.stats["loss"])
+    seconds_per_step = (time.perf_counter() - start) / insr.number_of_steps(0.0, t1, dt)
+    return fit, sol, initial_seconds, seconds_per_step
+
+
+def siren(config, n_in: int, n_out: int, key=None) -> insr.SIREN:
+    """The `field` config block's SIREN `n_in → n_out` (key: `config.seed`'s by default)."""
+    f = config.field
+    choose("field.name", f.name, FIELDS)
+    key = jax.random.key(config.seed) if key is None else key
+    return insr.SIREN(
+        n_in, n_out, width=f.width, hidden_layers=f.hidden_layers, omega0=f.omega0, key=key
+    )
+
+
+def plot_errors(path, times, curves: dict, *, ylabel: str, title=None, legend=None) -> None:
+    """Each error curve of `curves` (`{label: (n_steps + 1,)}`) over `times[1:]`,
+    log scale, saved to `path`; `legend`: keyword arguments of `ax.legend`."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, curve in curves.items():
+        ax.semilogy(times[1:], np.maximum(curve[1:], 1e-16), label=label)
+    ax.set_xlabel("t")
+    ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title)
+    ax.legend(fontsize=7, **(legend or {}))
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)

@@ -30,19 +30,17 @@ potential `−f·u` of a force that acts throughout. Writes `weights.eqx`,
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
-import optimistix as optx
 
-from experiments.tasks.insr_common import validate_insr_config
+from experiments.tasks import insr_common as common
 from sciml import insr
 from sciml.solution import RESULTS
+from solvers.mesh_fields import P1Field, P2Field, interpolate, p1_field, p2_field  # noqa: F401
 
 
 SCENE_TIMES = {  # (dt, t1)
@@ -53,98 +51,6 @@ SCENE_TIMES = {  # (dt, t1)
 }
 SOLVERS = ("least_squares", "adam")
 FIELDS = ("siren",)
-
-
-def _choose(kind: str, name: str, accepted) -> str:
-    if name not in accepted:
-        raise ValueError(f"unknown {kind} {name!r}; accepted: {', '.join(map(repr, accepted))}.")
-    return name
-
-
-class P1Field(eqx.Module):
-    """Piecewise-linear displacement on a structured triangle mesh of the
-    rectangle (`nx × ny` cells, each split along its diagonal); the nodal
-    values `(nx+1, ny+1, 2)` are the unknowns."""
-
-    values: jax.Array
-    lower: tuple = eqx.field(static=True)
-    upper: tuple = eqx.field(static=True)
-
-    def __call__(self, x):
-        nx, ny = self.values.shape[0] - 1, self.values.shape[1] - 1
-        lo, hi = jnp.asarray(self.lower, x.dtype), jnp.asarray(self.upper, x.dtype)
-        g = (x - lo) / (hi - lo) * jnp.array([nx, ny], x.dtype)
-        i = jnp.clip(jnp.floor(g[0]).astype(int), 0, nx - 1)
-        j = jnp.clip(jnp.floor(g[1]).astype(int), 0, ny - 1)
-        s, t = g[0] - i, g[1] - j
-        v00, v10 = self.values[i, j], self.values[i + 1, j]
-        v01, v11 = self.values[i, j + 1], self.values[i + 1, j + 1]
-        lower_tri = v00 + s * (v10 - v00) + t * (v01 - v00)
-        upper_tri = v11 + (1 - s) * (v01 - v11) + (1 - t) * (v10 - v11)
-        return jnp.where(s + t <= 1, lower_tri, upper_tri)
-
-
-class P2Field(eqx.Module):
-    """Piecewise-quadratic (P2 Lagrange) displacement on the mesh of
-    `P1Field`: `nx × ny` cells split along the diagonal from `(i+1, j)` to
-    `(i, j+1)`. The unknowns are the values at the vertices and edge midpoints,
-    together the nodes of the doubled grid `(2nx+1, 2ny+1, 2)` (a cell's
-    centre is the midpoint of its diagonal). On a triangle with barycentric
-    coordinates `λ`, vertex `a` weighs `λ_a(2λ_a − 1)` and the midpoint of
-    edge `ab` weighs `4λ_aλ_b`."""
-
-    values: jax.Array
-    lower: tuple = eqx.field(static=True)
-    upper: tuple = eqx.field(static=True)
-
-    def __call__(self, x):
-        nx, ny = (self.values.shape[0] - 1) // 2, (self.values.shape[1] - 1) // 2
-        lo, hi = jnp.asarray(self.lower, x.dtype), jnp.asarray(self.upper, x.dtype)
-        g = (x - lo) / (hi - lo) * jnp.array([nx, ny], x.dtype)
-        i = jnp.clip(jnp.floor(g[0]).astype(int), 0, nx - 1)
-        j = jnp.clip(jnp.floor(g[1]).astype(int), 0, ny - 1)
-        s, t = g[0] - i, g[1] - j
-
-        def v(a, b):  # the node at (a, b) of the cell, in half-cell units
-            return self.values[2 * i + a, 2 * j + b]
-
-        def quadratic(la, lb, lc, va, vb, vc, vab, vac, vbc):
-            vertices = la * (2 * la - 1) * va + lb * (2 * lb - 1) * vb + lc * (2 * lc - 1) * vc
-            return vertices + 4 * (la * lb * vab + la * lc * vac + lb * lc * vbc)
-
-        # lower triangle (0,0), (1,0), (0,1); upper triangle (1,1), (0,1), (1,0)
-        lower_tri = quadratic(1 - s - t, s, t, v(0, 0), v(2, 0), v(0, 2), v(1, 0), v(0, 1), v(1, 1))
-        upper_tri = quadratic(
-            s + t - 1, 1 - s, 1 - t, v(2, 2), v(0, 2), v(2, 0), v(1, 2), v(2, 1), v(1, 1)
-        )
-        return jnp.where(s + t <= 1, lower_tri, upper_tri)
-
-
-def p1_field(problem, n_values: int) -> P1Field:
-    """A zero P1 field with about `n_values` nodal unknowns, cells near-square."""
-    width, height = (u - lo for lo, u in zip(problem.lower, problem.upper))
-    nodes = max(n_values // 2, 4)
-    ny = max(1, round(math.sqrt(nodes * height / width)) - 1)
-    nx = max(1, nodes // (ny + 1) - 1)
-    return P1Field(jnp.zeros((nx + 1, ny + 1, 2)), problem.lower, problem.upper)
-
-
-def p2_field(problem, n_values: int) -> P2Field:
-    """A zero P2 field with about `n_values` nodal unknowns (vertices and edge
-    midpoints), cells near-square."""
-    width, height = (u - lo for lo, u in zip(problem.lower, problem.upper))
-    nodes = max(n_values // 2, 9)
-    ny = max(1, round((math.sqrt(nodes * height / width) - 1) / 2))
-    nx = max(1, (nodes // (2 * ny + 1) - 1) // 2)
-    return P2Field(jnp.zeros((2 * nx + 1, 2 * ny + 1, 2)), problem.lower, problem.upper)
-
-
-def interpolate(mesh, function):
-    """`mesh` with its nodal values set to `function` (one point `(2,) → (2,)`)."""
-    shape = mesh.values.shape[:2]
-    axes = [np.linspace(lo, u, n) for lo, u, n in zip(mesh.lower, mesh.upper, shape)]
-    nodes = jnp.asarray(np.stack(np.meshgrid(*axes, indexing="ij"), -1))
-    return eqx.tree_at(lambda m: m.values, mesh, jax.vmap(jax.vmap(function))(nodes))
 
 
 def _affine(params, x):
@@ -171,27 +77,16 @@ def exact_field(problem, scene: str):
 def build(config):
     """`(problem, field, integrator, initial solver, dt, t1)` from the config."""
     p = config.problem
-    scene = _choose("problem.scene", p.scene, insr.SCENES)
+    scene = common.choose("problem.scene", p.scene, insr.SCENES)
     dt0, t10 = SCENE_TIMES[scene]
     dt = float(p.dt) or dt0
     t1 = float(p.t1) or t10
     overrides = {"ramp_time": t1} if scene == "stretch" else {}
     problem = insr.Elasticity2D.scene(scene, **overrides)
-    _choose("field.name", config.field.name, FIELDS)
-    field = insr.SIREN(
-        2,
-        2,
-        width=config.field.width,
-        hidden_layers=config.field.hidden_layers,
-        omega0=config.field.omega0,
-        key=jax.random.key(config.seed),
-    )
+    field = common.siren(config, 2, 2)
     s = config.solver
-    _choose("solver.name", s.name, SOLVERS)
-    if s.name == "least_squares":
-        optimiser = optx.LevenbergMarquardt(
-            rtol=s.rtol, atol=s.atol, linear_solver=lx.Normal(lx.Cholesky())
-        )
+    if common.choose("solver.name", s.name, SOLVERS) == "least_squares":
+        optimiser = common.levenberg_marquardt(s)
         solver = insr.LeastSquaresSolver(
             optimiser, n_points=s.n_points, n_boundary=s.n_boundary, max_steps=s.max_steps
         )
@@ -199,12 +94,7 @@ def build(config):
             optimiser, n_points=s.n_points, max_steps=config.initial.max_steps
         )
     else:
-        solver = insr.AdamSolver(
-            learning_rate=s.learning_rate,
-            n_points=s.n_points,
-            n_boundary=s.n_boundary,
-            max_iters=s.max_iters,
-        )
+        solver = common.adam_solver(s)
         initial = solver
     integrator = insr.IncrementalPotential(solver, quasi_static=scene == "stretch")
     return problem, field, integrator, initial, dt, t1
@@ -263,20 +153,6 @@ def scene_error(problem, scene: str, fields, x, dt: float, n_steps: int) -> floa
     return None
 
 
-def _run(field, integrator, problem, dt, t1, key):
-    return eqx.filter_jit(insr.integrate)(
-        field,
-        integrator,
-        problem,
-        0.0,
-        t1,
-        dt,
-        key=key,
-        saveat=insr.SaveAt(t0=True, steps=True),
-        throw=False,
-    )
-
-
 def train_and_evaluate(config, workdir) -> dict:
     import matplotlib.pyplot as plt
 
@@ -287,15 +163,9 @@ def train_and_evaluate(config, workdir) -> dict:
         n_steps = insr.number_of_steps(0.0, t1, dt)
         key_init, key_run, key_ref = jax.random.split(jax.random.key(config.seed + 1), 3)
 
-        start = time.perf_counter()
-        fit = eqx.filter_jit(insr.fit_initial)(field, problem, initial, key=key_init, throw=False)
-        jax.block_until_ready(fit.stats["loss"])
-        initial_seconds = time.perf_counter() - start
-
-        start = time.perf_counter()
-        sol = _run(fit.value, integrator, problem, dt, t1, key_run)
-        jax.block_until_ready(sol.stats["loss"])
-        seconds_per_step = (time.perf_counter() - start) / n_steps
+        fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate(
+            field, integrator, problem, initial, dt, t1, (key_init, key_run)
+        )
         eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
         times = np.asarray(sol.stats["ts"])
         np.save(workdir / "times.npy", times)
@@ -304,7 +174,7 @@ def train_and_evaluate(config, workdir) -> dict:
         n_params = sum(a.size for a in jax.tree_util.tree_leaves(eqx.filter(field, eqx.is_array)))
         references = {}
         if scene != "floor":
-            references["floor"] = _run(
+            references["floor"] = common.integrate_steps(
                 exact_field(problem, scene), integrator, problem, dt, t1, key_ref
             )
         meshes = {
@@ -314,7 +184,7 @@ def train_and_evaluate(config, workdir) -> dict:
         for name, mesh in meshes.items():
             if scene == "column":  # the initial condition at the nodes
                 mesh = interpolate(mesh, problem.initial_condition)
-            references[name] = _run(mesh, integrator, problem, dt, t1, key_ref)
+            references[name] = common.integrate_steps(mesh, integrator, problem, dt, t1, key_ref)
 
         summary = {"error": scene_error(problem, scene, sol.value, x, dt, n_steps)}
         for name in ("floor", "grid_first_order", "grid_second_order"):
@@ -402,7 +272,7 @@ def _outline(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def validate_config(config) -> None:
     """Field, solver and evaluation sizes and choices, checked by the runner
     before anything is written."""
-    validate_insr_config(
+    common.validate_insr_config(
         config,
         positive=("eval.n_grid",),
         positive_numbers=(),

@@ -28,17 +28,14 @@ fields), `pressure.eqx` (final pressure) and `times.npy`; plots
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
-import optimistix as optx
 
-from experiments.tasks.insr_common import validate_insr_config
+from experiments.tasks import insr_common as common
 from sciml import insr
 from sciml.solution import RESULTS
 from solvers.semi_lagrangian import SemiLagrangian, periodic_grid
@@ -51,28 +48,16 @@ FIELDS = ("siren",)
 PROJECTIONS = ("strong", "variational")
 
 
-def _choose(kind: str, name: str, accepted) -> str:
-    if name not in accepted:
-        raise ValueError(f"unknown {kind} {name!r}; accepted: {', '.join(map(repr, accepted))}.")
-    return name
-
-
 def build(config):
     """`(problem, velocity field, integrator, initial solver)` from the config."""
-    _choose("problem.name", config.problem.name, PROBLEMS)
+    common.choose("problem.name", config.problem.name, PROBLEMS)
     problem = insr.TaylorGreen2D(float(config.problem.viscosity))
-    _choose("field.name", config.field.name, FIELDS)
     kv, kp = jax.random.split(jax.random.key(config.seed))
-    f = config.field
-    sizes = dict(width=f.width, hidden_layers=f.hidden_layers, omega0=f.omega0)
-    velocity = insr.SIREN(2, 2, **sizes, key=kv)
-    pressure = insr.SIREN(2, 1, **sizes, key=kp)
+    velocity = common.siren(config, 2, 2, key=kv)
+    pressure = common.siren(config, 2, 1, key=kp)
     s = config.solver
-    _choose("solver.name", s.name, SOLVERS)
-    if s.name == "least_squares":
-        optimiser = optx.LevenbergMarquardt(
-            rtol=s.rtol, atol=s.atol, linear_solver=lx.Normal(lx.Cholesky())
-        )
+    if common.choose("solver.name", s.name, SOLVERS) == "least_squares":
+        optimiser = common.levenberg_marquardt(s)
         points = dict(n_points=s.n_points, n_boundary=s.n_boundary)
         solver = insr.LeastSquaresSolver(
             optimiser, **points, max_steps=s.max_steps, loss_tol=s.loss_tol, loss_rtol=s.loss_rtol
@@ -86,14 +71,9 @@ def build(config):
             optimiser, n_points=s.n_points, max_steps=config.initial.max_steps, loss_tol=s.loss_tol
         )
     else:
-        solver = insr.AdamSolver(
-            learning_rate=s.learning_rate,
-            n_points=s.n_points,
-            n_boundary=s.n_boundary,
-            max_iters=s.max_iters,
-        )
+        solver = common.adam_solver(s)
         initial = pressure_solver = solver
-    projection = _choose("projection", config.projection, PROJECTIONS)
+    projection = common.choose("projection", config.projection, PROJECTIONS)
     integrator = insr.Splitting(
         pressure, solver, pressure_solver=pressure_solver, projection=projection
     )
@@ -138,25 +118,9 @@ def train_and_evaluate(config, workdir) -> dict:
         n_steps = insr.number_of_steps(0.0, t1, dt)
         key_init, key_run = jax.random.split(jax.random.key(config.seed + 1))
 
-        start = time.perf_counter()
-        fit = eqx.filter_jit(insr.fit_initial)(field, problem, initial, key=key_init, throw=False)
-        jax.block_until_ready(fit.stats["loss"])
-        initial_seconds = time.perf_counter() - start
-
-        start = time.perf_counter()
-        sol = eqx.filter_jit(insr.integrate)(
-            fit.value,
-            integrator,
-            problem,
-            0.0,
-            t1,
-            dt,
-            key=key_run,
-            saveat=insr.SaveAt(t0=True, steps=True),
-            throw=False,
+        fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate(
+            field, integrator, problem, initial, dt, t1, (key_init, key_run)
         )
-        jax.block_until_ready(sol.stats["loss"])
-        seconds_per_step = (time.perf_counter() - start) / n_steps
 
         eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
         eqx.tree_serialise_leaves(workdir / "pressure.eqx", sol.stats["state"])
@@ -238,22 +202,21 @@ def train_and_evaluate(config, workdir) -> dict:
     fig.savefig(workdir / "plots" / "fields.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for label, curve in curves.items():
-        ax.semilogy(times[1:], np.maximum(curve[1:], 1e-16), label=label)
-    ax.set_xlabel("t")
-    ax.set_ylabel("velocity MSE per component ([0, 2π] units)")
-    ax.set_title("Taylor–Green: error over time")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.savefig(workdir / "plots" / "errors.png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    common.plot_errors(
+        workdir / "plots" / "errors.png",
+        times,
+        curves,
+        ylabel="velocity MSE per component ([0, 2π] units)",
+        title="Taylor–Green: error over time",
+        legend={"loc": "upper left", "bbox_to_anchor": (1.01, 1)},
+    )
     return summary
 
 
 def validate_config(config) -> None:
     """Field, solver and evaluation sizes and choices, checked by the runner
     before anything is written."""
-    validate_insr_config(
+    common.validate_insr_config(
         config,
         positive=("eval.n_nodes", "eval.floor_nodes"),
         positive_numbers=("problem.dt", "problem.t1"),

@@ -112,6 +112,16 @@ def run_online(
     return result, online_summary(result, count_params(result.model), seconds)
 
 
+def online_train_and_evaluate(build: Callable[[ml_collections.ConfigDict, Study], Surrogate]):
+    """A task's `train_and_evaluate(config, workdir) -> summary`: one
+    [`run_online`][experiments.tasks.online_common.run_online] of `build`'s surrogate."""
+
+    def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict[str, Any]:
+        return run_online(config, Path(workdir), build)[1]
+
+    return train_and_evaluate
+
+
 def sampler_from_config(cfg: ml_collections.ConfigDict, n_runs: int, seed: int):
     """`study.sampler`: `"monte_carlo"`, `"latin_hypercube"`, `"halton"` or `"sobol"`."""
     name = cfg.sampler

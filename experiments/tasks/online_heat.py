@@ -18,7 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.tasks.online_common import Surrogate, run_online, validate_online_config
+from experiments.tasks.online_common import (
+    Surrogate,
+    online_train_and_evaluate,
+    validate_online_config,
+)
 from sciml.experiment import check_config
 from sciml.online import Study
 from sciml.operators import relative_lp_loss
@@ -120,13 +124,12 @@ def surrogate(config, study: Study) -> Surrogate:
     )
 
 
-def train_and_evaluate(config, workdir) -> dict:
-    return run_online(config, Path(workdir), surrogate)[1]
+train_and_evaluate = online_train_and_evaluate(surrogate)
 
 
 def validate_config(config) -> None:
-    """The online blocks and the model sizes, checked by the runner before
-    anything is written."""
+    """The online blocks and the MLP's width and depth, checked by the runner
+    before anything is written."""
     validate_online_config(config)
     check_config(
         config,

@@ -1,6 +1,5 @@
 """The INSR advection config, run end to end in its tiny variant."""
 
-import json
 import math
 import types
 from pathlib import Path
@@ -13,17 +12,14 @@ import pytest
 from experiments import run
 from experiments.tasks.insr_advection1d import build, spectral_floor
 from sciml import insr
+from tests.experiments._insr_run import run_tiny
 
 
 CONFIG = str(Path(__file__).parents[2] / "experiments" / "configs" / "insr_advection1d.py")
 
 
 def test_tiny_config_runs_and_compares(tmp_path):
-    config = run.load_config(CONFIG + ":tiny")
-    summary = run.main_from_config(config, tmp_path)
-    on_disk = json.loads((tmp_path / "summary.json").read_text())
-    for key in ("error", "floor", "grid_first_order", "grid_second_order", "seconds_per_step"):
-        assert np.isfinite(on_disk[key]) and on_disk[key] >= 0
+    config, summary, on_disk = run_tiny(CONFIG, tmp_path)
     # 3 steps of Δt = 0.05: the grids and the floor are accurate references
     assert summary["floor"] < summary["grid_second_order"] < summary["grid_first_order"]
     assert summary["error"] < 0.05  # a 141-weight field fitted in 10 iterations
@@ -110,11 +106,7 @@ TG_CONFIG = str(Path(__file__).parents[2] / "experiments" / "configs" / "insr_ta
 
 @pytest.mark.slow  # ~45 s on 2 CPU cores (compiling three sub-solves per step)
 def test_taylor_green_tiny_config_runs_and_compares(tmp_path):
-    config = run.load_config(TG_CONFIG + ":tiny")
-    summary = run.main_from_config(config, tmp_path)
-    on_disk = json.loads((tmp_path / "summary.json").read_text())
-    for key in ("error", "floor", "grid_first_order", "grid_second_order", "seconds_per_step"):
-        assert np.isfinite(on_disk[key]) and on_disk[key] >= 0
+    config, summary, on_disk = run_tiny(TG_CONFIG, tmp_path)
     # 2 steps of Δt = 0.05: floor (cubic 32²) < cubic 16² < bilinear 16²
     assert summary["floor"] < summary["grid_second_order"] < summary["grid_first_order"]
     assert summary["error"] < 0.05  # an 8-wide SIREN fitted in 10 iterations

@@ -1,17 +1,15 @@
 """The INSR elasticity config, run end to end in its tiny variant."""
 
-import json
 from pathlib import Path
 
 import equinox as eqx
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks.insr_elasticity import P1Field, P2Field, build, interpolate
+from experiments.tasks.insr_elasticity import build
 from sciml import insr
+from tests.experiments._insr_run import run_tiny
 
 
 CONFIG = str(Path(__file__).parents[2] / "experiments" / "configs" / "insr_elasticity.py")
@@ -19,11 +17,7 @@ CONFIG = str(Path(__file__).parents[2] / "experiments" / "configs" / "insr_elast
 
 @pytest.mark.slow
 def test_tiny_config_runs_and_compares(tmp_path):
-    config = run.load_config(CONFIG + ":tiny")
-    summary = run.main_from_config(config, tmp_path)
-    on_disk = json.loads((tmp_path / "summary.json").read_text())
-    for key in ("error", "floor", "grid_first_order", "grid_second_order", "seconds_per_step"):
-        assert np.isfinite(on_disk[key]) and on_disk[key] >= 0
+    config, summary, on_disk = run_tiny(CONFIG, tmp_path)
     assert "P2" in on_disk["note"]
     # the column's exact one-mode field meets implicit Euler's energy ratio to the
     # sampling error of 400 points (measured 0.020)
@@ -36,66 +30,6 @@ def test_tiny_config_runs_and_compares(tmp_path):
     assert insr.field_at(restored, 0).layers[0].weight.shape == (10, 2)
     for plot in ("deformed.png", "energy.png"):
         assert (tmp_path / "plots" / plot).is_file()
-
-
-def test_p1_field_reproduces_affine_displacements():
-    # P1 interpolation is exact for affine fields
-    nodes = np.stack(
-        np.meshgrid(np.linspace(-1, 1, 5), np.linspace(-0.5, 0.5, 3), indexing="ij"), -1
-    )
-    A, c = np.array([[0.3, -0.2], [0.1, 0.4]]), np.array([0.05, -0.1])
-    field = P1Field(jnp.asarray(nodes @ A.T + c), (-1.0, -0.5), (1.0, 0.5))
-    x = jax.random.uniform(
-        jax.random.key(0), (50, 2), minval=jnp.array([-1, -0.5]), maxval=jnp.array([1, 0.5])
-    )
-    np.testing.assert_allclose(jax.vmap(field)(x), x @ A.T + c, atol=1e-13)
-    np.testing.assert_allclose(
-        jax.vmap(jax.jacfwd(field))(x), np.broadcast_to(A, (50, 2, 2)), atol=1e-12
-    )
-
-
-def quadratic(x):
-    u, v = x[0], x[1]
-    return jnp.stack(
-        [0.3 * u * u - 0.2 * u * v + 0.1 * v, 0.4 * v * v + 0.5 * u * v - 0.3 * u + 0.2]
-    )
-
-
-def random_points(n=60):
-    return jax.random.uniform(
-        jax.random.key(1), (n, 2), minval=jnp.array([-1, -0.5]), maxval=jnp.array([1, 0.5])
-    )
-
-
-def test_p2_field_reproduces_quadratic_displacements_and_p1_does_not():
-    box = ((-1.0, -0.5), (1.0, 0.5))
-    x = random_points()
-    p2 = interpolate(P2Field(jnp.zeros((9, 5, 2)), *box), quadratic)
-    np.testing.assert_allclose(jax.vmap(p2)(x), jax.vmap(quadratic)(x), atol=1e-13)
-    np.testing.assert_allclose(
-        jax.vmap(jax.jacfwd(p2))(x), jax.vmap(jax.jacfwd(quadratic))(x), atol=1e-12
-    )
-    # the same nodes' P1 interpolant misses the curvature (the test can fail)
-    p1 = interpolate(P1Field(jnp.zeros((9, 5, 2)), *box), quadratic)
-    assert np.abs(jax.vmap(p1)(x) - jax.vmap(quadratic)(x)).max() > 1e-3
-
-
-def test_interpolation_error_orders_are_two_and_three():
-    # nodal interpolation of a smooth field, max error over random points:
-    # O(h²) for P1, O(h³) for P2 (measured rates 1.96 / 1.96 and 2.87 / 2.92
-    # per halving at these sizes; 0.3 of slack, so a P2 that fell to second
-    # order would fail)
-    box = ((-1.0, -0.5), (1.0, 0.5))
-    smooth = lambda x: jnp.stack([jnp.sin(2 * x[0] + x[1]), jnp.cos(x[0] - 3 * x[1])])  # noqa: E731
-    x = random_points(400)
-    for cls, per_cell, order in ((P1Field, 1, 2), (P2Field, 2, 3)):
-        errors = []
-        for nx in (8, 16, 32):
-            shape = (per_cell * nx + 1, per_cell * nx // 2 + 1, 2)
-            mesh = interpolate(cls(jnp.zeros(shape), *box), smooth)
-            errors.append(float(jnp.abs(jax.vmap(mesh)(x) - jax.vmap(smooth)(x)).max()))
-        rates = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
-        assert np.all(np.abs(rates - order) < 0.3), (cls.__name__, errors, rates)
 
 
 @pytest.mark.parametrize(("key", "value"), [("problem.scene", "bounce"), ("solver.name", "bfgs")])

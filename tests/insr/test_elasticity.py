@@ -41,6 +41,12 @@ def lm(n_points=500, max_steps=50):
 run = eqx.filter_jit(insr.integrate)
 
 
+def run_steps(field, integrator, problem, t1, dt, *, seed, throw=True):
+    """`integrate` from 0 to `t1` in steps of `dt`, every step saved."""
+    options = dict(key=jax.random.key(seed), saveat=insr.SaveAt(steps=True), throw=throw)
+    return run(field, integrator, problem, 0.0, t1, dt, **options)
+
+
 def test_polar_rotation_and_arap_match_singular_values():
     F = jnp.array([[1.3, 0.4], [-0.2, 0.7]])
     sigma = np.linalg.svd(np.asarray(F), compute_uv=False)
@@ -62,16 +68,7 @@ def test_free_fall_is_the_closed_form_translation():
     """V3a: q − 2qⁿ + qⁿ⁻¹ = (f/2k)Δt², so dₙ = (f/2k)Δt² n(n+1)/2 and ψ = 0."""
     k, f, dt, n = 2.0, np.array([0.3, -1.0]), 0.1, 8
     problem = insr.Elasticity2D.scene("free_fall", mass=k, force=tuple(f))
-    sol = run(
-        affine_field(),
-        insr.IncrementalPotential(lm()),
-        problem,
-        0.0,
-        n * dt,
-        dt,
-        key=jax.random.key(0),
-        saveat=insr.SaveAt(steps=True),
-    )
+    sol = run_steps(affine_field(), insr.IncrementalPotential(lm()), problem, n * dt, dt, seed=0)
     steps = np.arange(n + 1)
     exact = f / (2 * k) * dt**2 * (steps * (steps + 1) / 2)[:, None]
     c, A = np.asarray(sol.value.params["c"]), np.asarray(sol.value.params["A"])
@@ -85,16 +82,7 @@ def test_free_fall_force_stops_after_n_force_steps():
     """With f for the first 2 steps only, the body then coasts at constant velocity."""
     k, f, dt = 1.0, np.array([0.0, -1.0]), 0.1
     problem = insr.Elasticity2D.scene("free_fall", mass=k, force=tuple(f), n_force_steps=2)
-    sol = run(
-        affine_field(),
-        insr.IncrementalPotential(lm()),
-        problem,
-        0.0,
-        5 * dt,
-        dt,
-        key=jax.random.key(1),
-        saveat=insr.SaveAt(steps=True),
-    )
+    sol = run_steps(affine_field(), insr.IncrementalPotential(lm()), problem, 5 * dt, dt, seed=1)
     g = f / (2 * k) * dt**2
     d = [np.zeros(2), np.zeros(2)]  # d₋₁, d₀
     for n in range(5):
@@ -141,16 +129,7 @@ def test_released_column_loses_energy_at_implicit_euler_rate():
     omega = math.pi * math.sqrt((a + b) / k) / 4
     dt, n = 0.08, 15  # ω₁Δt = 0.199
     field = insr.FunctionField(column_mode, jnp.array([0.1]))
-    sol = run(
-        field,
-        insr.IncrementalPotential(lm(20000)),
-        problem,
-        0.0,
-        n * dt,
-        dt,
-        key=jax.random.key(0),
-        saveat=insr.SaveAt(steps=True),
-    )
+    sol = run_steps(field, insr.IncrementalPotential(lm(20000)), problem, n * dt, dt, seed=0)
     alpha = np.asarray(sol.value.params[:, 0])
     velocity = np.diff(np.concatenate([alpha[:1], alpha])) / dt  # zero initial velocity
     # exact averages over the body: ⟨s²⟩ = 1/2, ⟨s'²⟩ = (π/4)²/2
@@ -175,15 +154,13 @@ def test_body_comes_to_rest_on_the_floor():
     height, weight, kc = 1.0, 2.0, problem.contact_stiffness
     p_eq = math.sqrt(2 * height * weight / kc)
     dt, n = 0.1, 60
-    sol = run(
+    sol = run_steps(
         affine_field(),
         insr.IncrementalPotential(lm(2000)),
         problem,
-        0.0,
         n * dt,
         dt,
-        key=jax.random.key(2),
-        saveat=insr.SaveAt(steps=True),
+        seed=2,
         throw=False,
     )
     assert int(sol.stats["num_failed_steps"]) == 0

@@ -1,7 +1,9 @@
 """The import graph, read from the source: the library never imports
 `solvers/`, `experiments/` or `benchmarks/`; `solvers/` never imports the
 library; inside `sciml`, each subpackage imports only from floors below its
-own (so models never import `sciml.training`, and nothing runs back up)."""
+own (so models never import `sciml.training`, and nothing runs back up);
+benchmarks import the library and `solvers/`, not `experiments/` (the few
+that still run an experiment's set-up are listed, and the list only shrinks)."""
 
 import ast
 from pathlib import Path
@@ -29,6 +31,17 @@ FLOORS = {
     "training": 3,
     "online": 4,
     "experiment": 4,
+}
+
+
+# benchmarks that still run an experiment's own set-up (its config, model and
+# data builders, or its whole task); a new benchmark imports the library and
+# `solvers/` only, and a file leaves this list once its set-up has moved
+BENCHMARKS_USING_EXPERIMENTS = {
+    "benchmarks/dcdm.py",
+    "benchmarks/insr.py",
+    "benchmarks/gpu/_paper.py",
+    "benchmarks/gpu/_speed.py",
 }
 
 
@@ -113,3 +126,18 @@ def test_the_reader_sees_relative_absolute_and_forbidden_imports():
     assert {"sciml.recurrence", "sciml.solution", "sciml._checks"} <= models
     init = Path("sciml/ssm/__init__.py")
     assert "sciml.ssm._s4d" in imported_modules(init, (ROOT / init).read_text())
+
+
+def test_benchmarks_import_experiments_only_where_listed():
+    using = {
+        str(p)
+        for p in _files("benchmarks")
+        if any(
+            name.split(".")[0] == "experiments"
+            for name in imported_modules(p, (ROOT / p).read_text())
+        )
+    }
+    new = sorted(using - BENCHMARKS_USING_EXPERIMENTS)
+    assert not new, f"benchmarks import the library and solvers/, not experiments/: {new}"
+    stale = sorted(BENCHMARKS_USING_EXPERIMENTS - using)
+    assert not stale, f"these no longer import experiments/; remove them from the list: {stale}"

@@ -1,0 +1,33 @@
+"""Config blocks shared by the INSR configs (not a config itself)."""
+
+from __future__ import annotations
+
+import ml_collections
+
+from sciml.experiment import defaults
+
+
+def insr_config(name: str, *, width: int, hidden_layers: int) -> ml_collections.ConfigDict:
+    """The run skeleton in float64 and the SIREN `field` block (`omega0 = 30`).
+
+    The runner's shared skeleton; an INSR task does not train a model, so its
+    `train` / `optimizer` blocks are unused."""
+    config = defaults.base_config(
+        name, f"experiments.tasks.{name}", steps=0, batch_size=1, learning_rate=1e-4
+    )
+    config.x64 = True
+    config.field = ml_collections.ConfigDict()
+    config.field.name = "siren"
+    config.field.width = width
+    config.field.hidden_layers = hidden_layers
+    config.field.omega0 = 30.0
+    return config
+
+
+def add_adam_and_initial(config: ml_collections.ConfigDict, *, initial_steps: int) -> None:
+    """The `solver` block's Adam settings (used when `solver.name == "adam"`)
+    and the `initial` block (least-squares iterations of the initial fit)."""
+    config.solver.learning_rate = 1e-4  # adam only
+    config.solver.max_iters = 20000  # adam only
+    config.initial = ml_collections.ConfigDict()
+    config.initial.max_steps = initial_steps

@@ -1,0 +1,114 @@
+r"""Lagrange finite-element fields on a structured triangle mesh of a rectangle.
+
+The mesh baselines of the INSR elasticity comparison (Chen et al., ICML 2023):
+a displacement `ℝ² → ℝ²` stored as nodal values, the same memory as a neural
+field. `nx × ny` rectangular cells, each split along its diagonal from
+`(i+1, j)` to `(i, j+1)`:
+
+- [`P1Field`][solvers.mesh_fields.P1Field]: piecewise linear, the vertex values
+  `(nx+1, ny+1, 2)` (exact for affine fields, error `O(h²)`);
+- [`P2Field`][solvers.mesh_fields.P2Field]: piecewise quadratic, the vertex and
+  edge-midpoint values `(2nx+1, 2ny+1, 2)` (exact for quadratic fields, `O(h³)`).
+
+Each is an Equinox module whose only array is `values`, called on one point
+`(2,) → (2,)`, so an INSR integrator steps it as it steps a network.
+[`p1_field`][solvers.mesh_fields.p1_field] / [`p2_field`][solvers.mesh_fields.p2_field]
+size a zero field to a budget of unknowns; [`interpolate`][solvers.mesh_fields.interpolate]
+sets the nodal values from a function.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class P1Field(eqx.Module):
+    """Piecewise-linear displacement on a structured triangle mesh of the
+    rectangle (`nx × ny` cells, each split along its diagonal); the nodal
+    values `(nx+1, ny+1, 2)` are the unknowns."""
+
+    values: jax.Array
+    lower: tuple = eqx.field(static=True)
+    upper: tuple = eqx.field(static=True)
+
+    def __call__(self, x):
+        nx, ny = self.values.shape[0] - 1, self.values.shape[1] - 1
+        lo, hi = jnp.asarray(self.lower, x.dtype), jnp.asarray(self.upper, x.dtype)
+        g = (x - lo) / (hi - lo) * jnp.array([nx, ny], x.dtype)
+        i = jnp.clip(jnp.floor(g[0]).astype(int), 0, nx - 1)
+        j = jnp.clip(jnp.floor(g[1]).astype(int), 0, ny - 1)
+        s, t = g[0] - i, g[1] - j
+        v00, v10 = self.values[i, j], self.values[i + 1, j]
+        v01, v11 = self.values[i, j + 1], self.values[i + 1, j + 1]
+        lower_tri = v00 + s * (v10 - v00) + t * (v01 - v00)
+        upper_tri = v11 + (1 - s) * (v01 - v11) + (1 - t) * (v10 - v11)
+        return jnp.where(s + t <= 1, lower_tri, upper_tri)
+
+
+class P2Field(eqx.Module):
+    """Piecewise-quadratic (P2 Lagrange) displacement on the mesh of
+    `P1Field`: `nx × ny` cells split along the diagonal from `(i+1, j)` to
+    `(i, j+1)`. The unknowns are the values at the vertices and edge midpoints,
+    together the nodes of the doubled grid `(2nx+1, 2ny+1, 2)` (a cell's
+    centre is the midpoint of its diagonal). On a triangle with barycentric
+    coordinates `λ`, vertex `a` weighs `λ_a(2λ_a − 1)` and the midpoint of
+    edge `ab` weighs `4λ_aλ_b`."""
+
+    values: jax.Array
+    lower: tuple = eqx.field(static=True)
+    upper: tuple = eqx.field(static=True)
+
+    def __call__(self, x):
+        nx, ny = (self.values.shape[0] - 1) // 2, (self.values.shape[1] - 1) // 2
+        lo, hi = jnp.asarray(self.lower, x.dtype), jnp.asarray(self.upper, x.dtype)
+        g = (x - lo) / (hi - lo) * jnp.array([nx, ny], x.dtype)
+        i = jnp.clip(jnp.floor(g[0]).astype(int), 0, nx - 1)
+        j = jnp.clip(jnp.floor(g[1]).astype(int), 0, ny - 1)
+        s, t = g[0] - i, g[1] - j
+
+        def v(a, b):  # the node at (a, b) of the cell, in half-cell units
+            return self.values[2 * i + a, 2 * j + b]
+
+        def quadratic(la, lb, lc, va, vb, vc, vab, vac, vbc):
+            vertices = la * (2 * la - 1) * va + lb * (2 * lb - 1) * vb + lc * (2 * lc - 1) * vc
+            return vertices + 4 * (la * lb * vab + la * lc * vac + lb * lc * vbc)
+
+        # lower triangle (0,0), (1,0), (0,1); upper triangle (1,1), (0,1), (1,0)
+        lower_tri = quadratic(1 - s - t, s, t, v(0, 0), v(2, 0), v(0, 2), v(1, 0), v(0, 1), v(1, 1))
+        upper_tri = quadratic(
+            s + t - 1, 1 - s, 1 - t, v(2, 2), v(0, 2), v(2, 0), v(1, 2), v(2, 1), v(1, 1)
+        )
+        return jnp.where(s + t <= 1, lower_tri, upper_tri)
+
+
+def p1_field(problem, n_values: int) -> P1Field:
+    """A zero P1 field on `problem.lower`..`problem.upper` (any object with
+    those corners) with about `n_values` nodal unknowns, cells near-square."""
+    width, height = (u - lo for lo, u in zip(problem.lower, problem.upper))
+    nodes = max(n_values // 2, 4)
+    ny = max(1, round(math.sqrt(nodes * height / width)) - 1)
+    nx = max(1, nodes // (ny + 1) - 1)
+    return P1Field(jnp.zeros((nx + 1, ny + 1, 2)), problem.lower, problem.upper)
+
+
+def p2_field(problem, n_values: int) -> P2Field:
+    """A zero P2 field with about `n_values` nodal unknowns (vertices and edge
+    midpoints), cells near-square."""
+    width, height = (u - lo for lo, u in zip(problem.lower, problem.upper))
+    nodes = max(n_values // 2, 9)
+    ny = max(1, round((math.sqrt(nodes * height / width) - 1) / 2))
+    nx = max(1, (nodes // (2 * ny + 1) - 1) // 2)
+    return P2Field(jnp.zeros((2 * nx + 1, 2 * ny + 1, 2)), problem.lower, problem.upper)
+
+
+def interpolate(mesh, function):
+    """`mesh` with its nodal values set to `function` (one point `(2,) → (2,)`)."""
+    shape = mesh.values.shape[:2]
+    axes = [np.linspace(lo, u, n) for lo, u, n in zip(mesh.lower, mesh.upper, shape)]
+    nodes = jnp.asarray(np.stack(np.meshgrid(*axes, indexing="ij"), -1))
+    return eqx.tree_at(lambda m: m.values, mesh, jax.vmap(jax.vmap(function))(nodes))
