@@ -571,3 +571,16 @@ def test_a_flooding_stranger_neither_grows_the_receivers_memory_nor_stops_it(mod
     if mode != "raw":  # a ZeroMQ peer without keys fails the CURVE handshake
         assert counters["rejected_auth"] >= 1
     sink.check_fields()
+
+
+def test_a_client_with_another_secret_fails_the_curve_handshake_and_delivers_nothing():
+    sink = Sink()
+    with SampleReceiver(SCHEMA, SECRET, **sink.callbacks()) as receiver:
+        client = SolverClient(receiver.address, new_secret(), run=0, linger_ms=1000)
+        client.open(params_of(0))
+        client.send(0, _solvers_fields(0, 0))
+        with pytest.raises(TimeoutError, match="took no message"):
+            client.close()
+        wait_until(lambda: receiver.counters()["rejected_auth"] >= 1)
+        counters = receiver.counters()
+    assert counters["opened"] == counters["accepted"] == 0 and sink.data == []
