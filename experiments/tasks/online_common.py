@@ -11,6 +11,7 @@ online-vs-offline comparison trains the same surrogate both ways.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ import ml_collections
 import numpy as np
 
 from sciml.experiment import (
+    ConfigError,
     check_config,
     config_json,
     count_params,
@@ -289,3 +291,75 @@ def validate_online_config(config) -> None:
             "launcher.kind": ("local", "slurm"),
         },
     )  # fmt: skip
+    if config.buffer.kind == "firo":
+        check_config(config, positive=("buffer.reads",))
+    check_config(config, non_negative=("launcher.threads",))
+    start_timeout = config.study.get("start_timeout", 60.0)
+    if (
+        isinstance(start_timeout, bool)
+        or not isinstance(start_timeout, int | float)
+        or start_timeout < 0
+    ):
+        raise ConfigError(
+            f"config key 'study.start_timeout' must be a number >= 0, got {start_timeout!r}."
+        )
+    _check_solver(config.study.solver)
+    for name, spec in config.study.space.items():
+        spec = list(spec)
+        if (
+            len(spec) not in (2, 3)
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in spec[:2])
+            or not spec[0] < spec[1]
+        ):
+            raise ConfigError(
+                f"config key 'study.space.{name}' must be [low, high] or [low, high, 'log'] "
+                f"with low < high, got {spec!r}."
+            )
+    address = config.study.address
+    if address and not str(address).startswith(("tcp://", "ipc://")):
+        raise ConfigError(
+            f"config key 'study.address' must be '' (a loopback port), 'tcp://HOST:PORT' or "
+            f"'ipc://PATH', got {address!r}."
+        )
+    capacity, batch = int(config.buffer.capacity), int(config.train.batch_size)
+    if batch > capacity:
+        raise ConfigError(
+            f"config key 'train.batch_size' ({batch}) must be <= 'buffer.capacity' ({capacity}): "
+            "a batch is drawn from the buffer."
+        )
+    if config.buffer.kind != "fifo" and int(config.buffer.watermark) > capacity:
+        raise ConfigError(
+            f"config key 'buffer.watermark' ({config.buffer.watermark}) must be <= "
+            f"'buffer.capacity' ({capacity}): training starts once the buffer holds that many."
+        )
+    # the same constructors the run uses, so that no other rule is left to fail later
+    for block, build in (
+        ("study", lambda: study_from_config(config)),
+        ("buffer", lambda: buffer_from_config(config.buffer)),
+        ("launcher", lambda: launcher_from_config(config.launcher)),
+    ):
+        try:
+            build()
+        except (ValueError, TypeError, RuntimeError, OSError) as error:
+            raise ConfigError(f"config.{block}: {error}") from None
+
+
+def _check_solver(path: Any) -> None:
+    """`study.solver` names an importable callable `package.module.function`."""
+    module_name, _, function = str(path).rpartition(".")
+    if not isinstance(path, str) or not module_name:
+        raise ConfigError(
+            f"config key 'study.solver' must be a dotted path 'package.module.function', "
+            f"got {path!r}."
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(
+            f"config key 'study.solver' is {path!r}, but {module_name!r} cannot be imported ({error})."
+        ) from None
+    if not callable(getattr(module, function, None)):
+        raise ConfigError(
+            f"config key 'study.solver' is {path!r}, but {module_name!r} has no function "
+            f"{function!r}."
+        )

@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import _processes
+
 
 #: The environment variable that carries the study's secret (hex) to a job.
 SECRET_ENV = "SCIML_ONLINE_SECRET"
@@ -127,6 +129,12 @@ class AbstractLauncher(abc.ABC):
         a batch queue, the study's start-up clock does not run."""
         return True
 
+    def reap_orphans(self, jobs_dir: Path) -> list[int]:
+        """Kills the jobs a previous trainer of this run directory started
+        that still run (called before a trainer starts its own); returns
+        their process ids. The default has nothing to reap."""
+        return []
+
     def shutdown(self) -> None:  # noqa: B027 (optional hook)
         """Cancels every job still running (default: nothing to do)."""
 
@@ -144,7 +152,9 @@ class LocalLauncher(AbstractLauncher):
 
     A solver process dies with the trainer (whose id it finds in `PARENT_ENV`;
     see the worker's `die_with_parent`): a killed trainer leaves no solver
-    behind, not even a stopped one.
+    behind, not even a stopped one. Each process is also recorded (id and
+    start time) in the jobs directory, and `reap_orphans` kills those still
+    running when the run directory is resumed.
     """
 
     def __init__(
@@ -172,6 +182,7 @@ class LocalLauncher(AbstractLauncher):
                 start_new_session=True,  # Ctrl-C in the terminal reaches the trainer only
             )
         self._procs[proc.pid] = proc
+        _processes.record(log_path.parent, job.job, proc.pid)
         return proc
 
     def poll(self, handle: subprocess.Popen) -> int | None:
@@ -193,6 +204,9 @@ class LocalLauncher(AbstractLauncher):
         except subprocess.TimeoutExpired:  # pragma: no cover (a kill cannot be ignored)
             pass
         self._procs.pop(handle.pid, None)
+
+    def reap_orphans(self, jobs_dir: Path) -> list[int]:
+        return _processes.reap(jobs_dir)
 
     def shutdown(self) -> None:
         for proc in list(self._procs.values()):

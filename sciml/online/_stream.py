@@ -174,6 +174,11 @@ class SampleStream:
         """Starts the receiver and the scheduler (idempotent)."""
         if self.receiver is not None:
             return
+        # a previous trainer's solvers must not keep sending (they would be
+        # refused as of unknown runs, but cost the machine)
+        reaped = self.launcher.reap_orphans(self.workdir / "jobs")
+        if reaped:
+            self._event("orphans_reaped", pids=reaped)
         self.receiver = SampleReceiver(
             self.schema,
             self.secret,

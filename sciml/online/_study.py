@@ -61,6 +61,8 @@ class Study:
       counted from when it leaves a batch queue.
     - `address`: where the trainer listens; None binds a free loopback TCP
       port; `"ipc:///path"` or `"tcp://0.0.0.0:PORT"` (other nodes) on request.
+      TCP connections are authenticated with ZeroMQ CURVE keys derived from
+      the study's secret; an ipc socket is protected by its directory's mode.
     """
 
     solver: str

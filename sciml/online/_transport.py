@@ -1,7 +1,7 @@
 """Sample transport over ZeroMQ: the server's `SampleReceiver` and the solvers' `SolverClient`.
 
 Solvers PUSH, the server PULLs (ZeroMQ fair-queues between the connected
-solvers). Each message is the three-frame format of `_wire`: authenticated by
+solvers). Each message is the single-frame format of `_wire`: authenticated by
 an HMAC with a per-study secret, no pickle. The secret reaches solver processes
 through the environment (`secret_to_env` / `secret_from_env`) or a file of mode
 0600 (`write_secret` / `read_secret`), never the command line, which other
@@ -25,9 +25,24 @@ queues up to `hwm` messages on the server and `sndhwm` per solver, after which
 the solvers' `send` blocks. Both count toward memory: at most
 `(hwm + solvers × sndhwm) × message size` bytes sit in queues.
 
-**Hostile input.** `zmq.MAXMSGSIZE` is set just above the largest frame a valid
-message has, so ZeroMQ drops a larger frame and disconnects that peer without
-allocating it. Every other bad message is rejected by `decode` (or as an
+**Who can connect.** A TCP receiver (the default, a loopback port; or any
+interface for solvers on other nodes) uses ZeroMQ CURVE: its key pair and the
+clients' are derived from the study's secret (`curve_keys`), so a peer without
+the secret fails the handshake and is disconnected before ZeroMQ takes a byte
+of message from it; each failed handshake is counted as an `auth` rejection.
+An `ipc://` receiver has no CURVE: put its socket in a directory only the
+study's user can enter (mode 0700). It is not the default because libzmq
+4.3's ipc transport loses the last messages of a sender that closes while the
+receiver is behind (its `LINGER` returns early, zeromq/libzmq#4660), which
+would break `SolverClient.close`'s delivery check.
+
+**Bounded memory.** A message is one frame, and `zmq.MAXMSGSIZE` is set to
+`max_message_bytes(schema)` (plus the few bytes CURVE adds), so ZeroMQ drops a
+larger frame and disconnects that peer without allocating it. ZeroMQ counts
+such a drop as an ordinary disconnect, so it is not in the counters. A
+multipart message (which only a peer that can connect can send) is read frame
+by frame as it arrives, never kept, and counted once as `malformed`. Every
+other bad message is rejected by `decode` (or as an
 unknown run) and counted under `counters()["rejected_<reason>"]`. A data
 message with a NaN or an infinity in a field is rejected as `non_finite`
 before it can reach `on_data`, and handed to `on_non_finite`, so that the
@@ -44,6 +59,8 @@ Nothing here imports JAX: solver processes that only send stay light.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import os
 import re
@@ -55,11 +72,12 @@ from typing import Any
 
 import numpy as np
 import zmq
+from zmq.utils import z85
+from zmq.utils.monitor import parse_monitor_message
 
 from .._checks import check_int
 from ._status import CloseStatus
 from ._wire import (
-    MAX_HEADER_BYTES,
     REJECT_REASONS,
     Message,
     RejectedMessage,
@@ -70,13 +88,19 @@ from ._wire import (
     encode_close,
     encode_data,
     encode_open,
+    max_message_bytes,
 )
 
 
 SECRET_ENV = "SCIML_ONLINE_SECRET"
-# Frames above the largest valid one by more than this are dropped by ZeroMQ;
-# within it they reach `decode` and are counted as oversized.
-MAXMSGSIZE_SLACK = 4096
+# What CURVE adds to a frame on the wire (command name, nonce, box MAC, flags:
+# 33 bytes); frames above the largest valid message by more are dropped by ZeroMQ.
+MAXMSGSIZE_SLACK = 64
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
 _POLL_MS = 100
 #: Seconds between two warning lines about rejected messages.
 WARNING_INTERVAL = 10.0
@@ -105,6 +129,34 @@ def connect_address(address: str) -> str:
     return f"tcp://{gethostname()}:{match.group(2)}"
 
 
+def curve_keys(secret: bytes) -> dict[str, bytes]:
+    """The CURVE key pairs (Z85-encoded) of a study's TCP transport, derived from
+    its secret: `server_public`, `server_secret`, `client_public`,
+    `client_secret`. A client must know `server_public` to complete the
+    handshake (the server cannot open its hello otherwise), so it is kept as
+    secret as the secret it comes from."""
+    keys = {}
+    for side in ("server", "client"):
+        seed = hmac.new(check_secret(secret), f"sciml-online curve {side}".encode(), hashlib.sha256)
+        secret_key = z85.encode(seed.digest())
+        keys[f"{side}_secret"] = secret_key
+        keys[f"{side}_public"] = zmq.curve_public(secret_key)
+    return keys
+
+
+def _use_curve(address: str) -> bool:
+    return address.startswith("tcp://") and zmq.has("curve")
+
+
+def secure_client_socket(socket: zmq.Socket, secret: bytes, address: str) -> None:
+    """Sets a client socket's CURVE keys for a TCP `address` (nothing for ipc)."""
+    if _use_curve(address):
+        keys = curve_keys(secret)
+        socket.curve_secretkey = keys["client_secret"]
+        socket.curve_publickey = keys["client_public"]
+        socket.curve_serverkey = keys["server_public"]
+
+
 def _check_callable(name: str, value: Any) -> Callable:
     if not callable(value):
         raise ValueError(f"`{name}` must be callable, got {value!r}.")
@@ -128,8 +180,9 @@ class SampleReceiver:
     - `on_non_finite`: called with each data message of a known run that was
       rejected as `"non_finite"` (its step is not recorded as accepted).
     - `address`: the endpoint to bind; `None` binds a random loopback port
-      `"tcp://127.0.0.1:*"`. `"ipc://PATH"` works too; listen on other
-      interfaces only by passing such an address explicitly.
+      `"tcp://127.0.0.1:*"`. TCP endpoints use CURVE (see above).
+      `"ipc://PATH"` works too; listen on other interfaces only by passing
+      such an address explicitly.
     - `accepted`: sample ids `(run, step)` accepted before a restart (from a
       checkpoint's `accepted_ids()`); they count as already accepted.
     - `hwm`: how many messages ZeroMQ queues on the server (`RCVHWM`).
@@ -180,6 +233,8 @@ class SampleReceiver:
         self._thread: threading.Thread | None = None
         self._context: zmq.Context | None = None
         self._socket: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None
+        self._in_multipart = False  # discarding the rest of a multipart message
         self._last_activity = time.monotonic()
         self._unreported: dict[str, int] = {}  # rejections since the last warning
         self._last_rejection = ""
@@ -198,15 +253,21 @@ class SampleReceiver:
         try:
             socket.setsockopt(zmq.LINGER, 0)
             socket.setsockopt(zmq.RCVHWM, self._hwm)
-            largest = max(self.schema.max_payload_bytes(), MAX_HEADER_BYTES)
-            socket.setsockopt(zmq.MAXMSGSIZE, largest + MAXMSGSIZE_SLACK)
+            limit = max_message_bytes(self.schema) + MAXMSGSIZE_SLACK
+            socket.setsockopt(zmq.MAXMSGSIZE, limit)
+            if _use_curve(self.address):
+                keys = curve_keys(self._secret)
+                socket.curve_secretkey = keys["server_secret"]
+                socket.curve_publickey = keys["server_public"]
+                socket.curve_server = True
+            monitor = socket.get_monitor_socket(_HANDSHAKE_FAILED)
             socket.bind(self.address)
             self.address = socket.getsockopt_string(zmq.LAST_ENDPOINT)
         except BaseException:
             socket.close(linger=0)
-            context.term()
+            context.destroy(linger=0)
             raise
-        self._context, self._socket = context, socket
+        self._context, self._socket, self._monitor = context, socket, monitor
         self._thread = threading.Thread(target=self._run, name="sciml-online-receiver", daemon=True)
         self._thread.start()
 
@@ -222,9 +283,11 @@ class SampleReceiver:
             self._thread.join()
         self._warn_rejections(force=True)
         if self._socket is not None:
+            self._socket.disable_monitor()
+            self._monitor.close(linger=0)
             self._socket.close(linger=0)
             self._context.term()
-            self._socket = self._context = None
+            self._socket = self._context = self._monitor = None
         if self.error is not None:
             raise self.error
 
@@ -273,18 +336,24 @@ class SampleReceiver:
     # the receiving thread
 
     def _run(self) -> None:
-        socket = self._socket
+        socket, monitor = self._socket, self._monitor
+        poller = zmq.Poller()
+        poller.register(socket, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
         try:
             while not self._stopping.is_set():
-                if not socket.poll(_POLL_MS, zmq.POLLIN):
+                ready = dict(poller.poll(_POLL_MS))
+                if monitor in ready:
+                    self._count_failed_handshakes(monitor)
+                if socket not in ready:
                     self._warn_rejections()
                     continue
                 for _ in range(_BATCH):
-                    frames = self._receive(socket)
-                    if frames is None:
+                    data = self._receive(socket)
+                    if data is None:
                         break
                     self._last_activity = time.monotonic()
-                    self._handle(frames)
+                    self._handle(data)
                     if self.error is not None or self._stopping.is_set():
                         break
                 if self.error is not None:
@@ -292,19 +361,36 @@ class SampleReceiver:
         except BaseException as error:  # a ZeroMQ failure: keep it for stop()
             self.error = error
 
-    @staticmethod
-    def _receive(socket: zmq.Socket) -> list[bytes] | None:
-        """One multipart message, its frames beyond the fourth discarded (a
-        message with thousands of frames cannot make a long list)."""
-        try:
-            frames = [socket.recv(zmq.NOBLOCK)]
-        except zmq.Again:
-            return None
-        while socket.getsockopt(zmq.RCVMORE):
-            frame = socket.recv()  # the rest of a message is already there
-            if len(frames) < 4:
-                frames.append(frame)
-        return frames
+    def _receive(self, socket: zmq.Socket) -> bytes | None:
+        """The next single-frame message, or `None` when none is queued. The
+        frames of a multipart message are dropped one by one as they arrive
+        (the receiver never waits for, nor keeps, its end), and the message
+        is counted once as malformed."""
+        while True:
+            try:
+                frame = socket.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return None
+            more = socket.getsockopt(zmq.RCVMORE)
+            if self._in_multipart or more:
+                if not self._in_multipart:
+                    self._reject("malformed", "malformed: a multipart message (1 frame expected)")
+                self._in_multipart = bool(more)
+                continue
+            return frame
+
+    def _count_failed_handshakes(self, monitor: zmq.Socket) -> None:
+        """Counts each failed CURVE handshake (a peer without the secret) as `auth`."""
+        while True:
+            try:
+                event = parse_monitor_message(monitor.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                return
+            if event["event"] & _HANDSHAKE_FAILED:
+                self._reject(
+                    "auth",
+                    f"auth: a peer failed the connection handshake (code {event['value']})",
+                )
 
     def _reject(self, reason: str, detail: str) -> None:
         """Counts a rejected message and warns about it (rate-limited)."""
@@ -333,9 +419,9 @@ class SampleReceiver:
             last,
         )
 
-    def _handle(self, frames: list[bytes]) -> None:
+    def _handle(self, data: bytes) -> None:
         try:
-            message = decode(frames, self._secret, self.schema)
+            message = decode(data, self._secret, self.schema)
         except RejectedMessage as error:
             self._reject(error.reason, str(error))
             return
@@ -429,6 +515,7 @@ class SolverClient:
         self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.SNDHWM, sndhwm)
         self._socket.setsockopt(zmq.LINGER, self._linger_ms)
+        secure_client_socket(self._socket, self._secret, self.address)
         if send_timeout_ms is not None:
             self._socket.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
         self._socket.connect(self.address)
@@ -447,12 +534,11 @@ class SolverClient:
         self._check_state("send")
         if not self._opened:
             raise RuntimeError("call `open(params)` before `send`.")
-        frames = encode_data(self._secret, self.run, self.attempt, step, fields)
-        self._send(frames, copy=False)  # small frames are copied anyway
+        self._send(encode_data(self._secret, self.run, self.attempt, step, fields), copy=False)
 
-    def _send(self, frames: list, copy: bool = True) -> None:
+    def _send(self, data: bytes, copy: bool = True) -> None:
         try:
-            self._socket.send_multipart(frames, copy=copy)
+            self._socket.send(data, copy=copy)
         except zmq.Again:
             raise TimeoutError(
                 f"run {self.run}: the trainer at {self.address} took no message for "
@@ -470,9 +556,8 @@ class SolverClient:
         try:
             # a full queue to a server that is gone must not block forever
             self._socket.setsockopt(zmq.SNDTIMEO, self._linger_ms)
-            frames = encode_close(self._secret, self.run, self.attempt, status)
             try:
-                self._socket.send_multipart(frames)
+                self._socket.send(encode_close(self._secret, self.run, self.attempt, status))
             except zmq.Again:
                 queued = False
         finally:

@@ -1,8 +1,9 @@
 """The message format between solver processes and the training server.
 
-Pure functions, no sockets. A message is a ZeroMQ multipart message of exactly
-three frames, `[header, payload, mac]`:
+Pure functions, no sockets. A message is one ZeroMQ frame (never a multipart
+message), the concatenation `prefix + header + payload + mac`:
 
+- `prefix`: `len(header)` as 8 little-endian bytes (`PREFIX_BYTES`).
 - `header`: a UTF-8 JSON object of at most `MAX_HEADER_BYTES` bytes,
   `{"magic": "sciml-online", "version": 1, "kind": "open" | "data" | "close",
   "run": int, "attempt": int, ...}` plus, by kind, `"params": {str: float}`
@@ -10,15 +11,19 @@ three frames, `[header, payload, mac]`:
   (data, in payload order), `"status": str` (close: `"ok"` or an error text).
 - `payload`: the raw little-endian C-order bytes of the fields, concatenated in
   header order (empty for open and close).
-- `mac`: HMAC-SHA256 with the study's secret over
-  `len(header).to_bytes(8, "little") + header + payload` (the length prefix
-  fixes where the header ends, so no bytes can move between header and payload
-  under the same MAC).
+- `mac`: HMAC-SHA256 (`MAC_BYTES`) with the study's secret over
+  `prefix + header + payload` (the length prefix fixes where the header ends,
+  so no bytes can move between header and payload under the same MAC).
+
+One frame, because ZeroMQ bounds frames, not messages: `zmq.MAXMSGSIZE` set to
+`max_message_bytes(schema)` makes ZeroMQ drop a connection that sends a larger
+frame before allocating it, while the frames of a multipart message would each
+pass it.
 
 Why this shape: no pickle anywhere (unpickling runs code chosen by whoever can
 reach the socket), so the header is JSON and arrays travel as raw bytes that
 `np.frombuffer` views without a copy. The receiver trusts nothing before the
-MAC: `decode` checks frame count and sizes against fixed caps and the schema
+MAC: `decode` checks the sizes against fixed caps and the schema
 first, then the MAC (`hmac.compare_digest`, constant time), and only then parses
 JSON. It never allocates from a size an untrusted message states: every length
 it uses comes from the `Schema` the server was built with, so a hostile header
@@ -27,7 +32,8 @@ failure is reported with, is
 
 | check | reason |
 | --- | --- |
-| 3 frames, header <= `MAX_HEADER_BYTES` | `malformed` / `oversized` |
+| message <= `max_message_bytes(schema)` | `oversized` |
+| prefix and MAC fit, header <= `MAX_HEADER_BYTES` | `malformed` / `oversized` |
 | payload <= `Schema.max_payload_bytes()` | `oversized` |
 | MAC | `auth` |
 | JSON, magic, version, kind, key set and types | `malformed` |
@@ -67,6 +73,7 @@ from ._status import CloseStatus
 MAGIC = "sciml-online"
 VERSION = 1
 MAX_HEADER_BYTES = 16384
+PREFIX_BYTES = 8
 MAC_BYTES = 32
 MIN_SECRET_BYTES = 16
 KINDS = ("open", "data", "close")
@@ -229,6 +236,12 @@ class Message:
     fields: dict[str, np.ndarray] | None = None
 
 
+def max_message_bytes(schema: Schema) -> int:
+    """The size of the largest message a receiver of `schema` accepts (a data
+    message with a header of `MAX_HEADER_BYTES`)."""
+    return PREFIX_BYTES + MAX_HEADER_BYTES + schema.max_payload_bytes() + MAC_BYTES
+
+
 def new_secret() -> bytes:
     """A fresh random per-study secret (32 bytes)."""
     return secrets.token_bytes(32)
@@ -245,8 +258,8 @@ def check_secret(secret: Any) -> bytes:
     return secret
 
 
-def encode_open(secret: bytes, run: int, attempt: int, params: Mapping[str, Any]) -> list[bytes]:
-    """The frames announcing run `run` (attempt `attempt`) with its parameters."""
+def encode_open(secret: bytes, run: int, attempt: int, params: Mapping[str, Any]) -> bytes:
+    """The message announcing run `run` (attempt `attempt`) with its parameters."""
     if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
         raise ValueError(f"`params` must be a dict of str to float, got {params!r}.")
     values = {}
@@ -256,13 +269,13 @@ def encode_open(secret: bytes, run: int, attempt: int, params: Mapping[str, Any]
         if not math.isfinite(value):
             raise ValueError(f"`params[{key!r}]` must be finite, got {value!r}.")
         values[key] = float(value)
-    return _frames(secret, _header("open", run, attempt, params=values), b"")
+    return _message(secret, _header("open", run, attempt, params=values), [])
 
 
 def encode_data(
     secret: bytes, run: int, attempt: int, step: int, fields: Mapping[str, Any]
-) -> list[bytes]:
-    """The frames of one time step: `fields` maps names to arrays (anything
+) -> bytes:
+    """The message of one time step: `fields` maps names to arrays (anything
     `np.asarray` takes, e.g. JAX arrays), sent in the dict's order."""
     step = check_int("step", step, minimum=0)
     if not isinstance(fields, Mapping) or not fields:
@@ -279,26 +292,23 @@ def encode_data(
         array = array.astype(array.dtype.newbyteorder("<"), order="C", copy=False)
         specs.append({"name": name, "dtype": array.dtype.name, "shape": list(array.shape)})
         arrays.append(memoryview(array.reshape(-1).view(np.uint8)))
-    payload = arrays[0].tobytes() if len(arrays) == 1 else b"".join(arrays)
-    return _frames(secret, _header("data", run, attempt, step=step, fields=specs), payload)
+    return _message(secret, _header("data", run, attempt, step=step, fields=specs), arrays)
 
 
-def encode_close(
-    secret: bytes, run: int, attempt: int, status: str = CloseStatus.OK
-) -> list[bytes]:
-    """The frames ending run `run`: `status` is `"ok"` or an error text (cut to
+def encode_close(secret: bytes, run: int, attempt: int, status: str = CloseStatus.OK) -> bytes:
+    """The message ending run `run`: `status` is `"ok"` or an error text (cut to
     `MAX_STATUS_CHARS` characters)."""
     if not isinstance(status, str):
         raise ValueError(f"`status` must be a string, got {status!r}.")
-    return _frames(secret, _header("close", run, attempt, status=status[:MAX_STATUS_CHARS]), b"")
+    return _message(secret, _header("close", run, attempt, status=status[:MAX_STATUS_CHARS]), [])
 
 
-def decode(frames: Sequence[bytes], secret: bytes, schema: Schema) -> Message:
+def decode(data: object, secret: bytes, schema: Schema) -> Message:
     """Checks and decodes one received message.
 
     **Arguments:**
 
-    - `frames`: the received multipart message (`bytes` frames).
+    - `data`: the received frame (`bytes`, `bytearray` or `memoryview`).
     - `secret`: the study's secret.
     - `schema`: what data messages must carry.
 
@@ -308,20 +318,29 @@ def decode(frames: Sequence[bytes], secret: bytes, schema: Schema) -> Message:
     module docstring for the order of the checks).
     """
     check_secret(secret)
-    if not isinstance(frames, Sequence) or len(frames) != 3:
-        count = len(frames) if isinstance(frames, Sequence) else type(frames).__name__
-        raise RejectedMessage("malformed", f"expected 3 frames, got {count}.")
-    if not all(isinstance(f, bytes | bytearray | memoryview) for f in frames):
-        raise RejectedMessage("malformed", "frames must be bytes.")
-    header, payload, mac = (memoryview(f).cast("B") for f in frames)
-    if len(header) > MAX_HEADER_BYTES:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise RejectedMessage("malformed", f"a message must be bytes, got {type(data).__name__}.")
+    data = memoryview(data).cast("B")
+    if len(data) > max_message_bytes(schema):
         raise RejectedMessage(
-            "oversized", f"header of {len(header)} bytes > MAX_HEADER_BYTES = {MAX_HEADER_BYTES}."
+            "oversized", f"message of {len(data)} bytes > {max_message_bytes(schema)}."
         )
+    if len(data) < PREFIX_BYTES + MAC_BYTES:
+        raise RejectedMessage("malformed", f"message of {len(data)} bytes is too short.")
+    size = int.from_bytes(data[:PREFIX_BYTES], "little")
+    if size > MAX_HEADER_BYTES:
+        raise RejectedMessage(
+            "oversized", f"header of {size} bytes > MAX_HEADER_BYTES = {MAX_HEADER_BYTES}."
+        )
+    if PREFIX_BYTES + size + MAC_BYTES > len(data):
+        raise RejectedMessage("malformed", f"header of {size} bytes overruns the message.")
+    header = data[PREFIX_BYTES : PREFIX_BYTES + size]
+    payload = data[PREFIX_BYTES + size : len(data) - MAC_BYTES]
+    mac = data[len(data) - MAC_BYTES :]
     cap = schema.max_payload_bytes()
     if len(payload) > cap:
         raise RejectedMessage("oversized", f"payload of {len(payload)} bytes > {cap}.")
-    if len(mac) != MAC_BYTES or not hmac.compare_digest(_mac(secret, header, payload), mac):
+    if not hmac.compare_digest(_mac(secret, data[: len(data) - MAC_BYTES]), mac):
         raise RejectedMessage("auth", "the MAC does not match (wrong secret or altered message).")
 
     head = _parse_header(header)
@@ -393,16 +412,18 @@ def _header(kind: str, run: int, attempt: int, **extra: Any) -> bytes:
     return data
 
 
-def _mac(secret: bytes, header: bytes | memoryview, payload: bytes | memoryview) -> bytes:
-    mac = hmac.new(secret, len(header).to_bytes(8, "little"), hashlib.sha256)
-    mac.update(header)
-    mac.update(payload)
+def _mac(secret: bytes, *parts: bytes | memoryview) -> bytes:
+    mac = hmac.new(secret, digestmod=hashlib.sha256)
+    for part in parts:
+        mac.update(part)
     return mac.digest()
 
 
-def _frames(secret: bytes, header: bytes, payload: bytes) -> list[bytes]:
+def _message(secret: bytes, header: bytes, payload: list[memoryview]) -> bytes:
+    """`prefix + header + payload + mac`, the payload's parts copied once."""
     check_secret(secret)
-    return [header, payload, _mac(secret, header, payload)]
+    signed = [len(header).to_bytes(PREFIX_BYTES, "little"), header, *payload]
+    return b"".join([*signed, _mac(secret, *signed)])
 
 
 def _reject_constant(name: str) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 import zmq
 
 from sciml.online._launch import RunSpec, SolverJob
+from sciml.online._transport import secret_from_env, secure_client_socket
 from sciml.online._wire import encode_data, encode_open, new_secret
 
 
@@ -81,9 +82,9 @@ def hang_replaying_open(params, *, seed, n_steps, marker_dir, replay_for, size=4
         yield fields
         if first and k == 1:
             job, spec, secret = _job_run(seed)
-            frames = encode_open(secret, spec.run, spec.attempt, spec.params)
+            opening = encode_open(secret, spec.run, spec.attempt, spec.params)
             command = [sys.executable, "-m", __name__, job.address, str(replay_for)]
-            command += [frame.hex() for frame in frames]
+            command += [opening.hex()]
             replayer = subprocess.Popen(command, start_new_session=True)
             record = {"pid": replayer.pid, "start": time.time()}
             (Path(marker_dir) / "replayer.json").write_text(json.dumps(record))
@@ -113,7 +114,7 @@ def _job_run(seed: int) -> tuple[SolverJob, RunSpec, bytes]:
 def hostile(params, *, seed, n_steps, marker_dir, size=4):
     """`counter`, but the first run of the study (an exclusive marker file)
     sends, after its step 1, one message for each reason to reject one from
-    its own socket: a forged MAC, 2 frames, a longer payload, a wrong dtype, a
+    its own socket: a forged MAC, a message in 2 frames, a longer payload, a wrong dtype, a
     wrong shape, a step out of range, an unknown run, a replay of its step 0
     and, last, its step 2 with a NaN (which retires this attempt)."""
     first = _first_in_a_worker(Path(marker_dir) / "hostile")
@@ -125,18 +126,13 @@ def hostile(params, *, seed, n_steps, marker_dir, size=4):
             job, spec, secret = _job_run(seed)
             run, attempt, u = spec.run, spec.attempt, steps[2]["u"]
             good = encode_data(secret, run, attempt, 2, {"u": u})
-            header, payload = good[0], good[1] + bytes(8)
-            prefix = len(header).to_bytes(8, "little")
-            longer = [
-                header,
-                payload,
-                hmac.new(secret, prefix + header + payload, "sha256").digest(),
-            ]
+            longer = good[:-32] + bytes(8)  # prefix, header, payload and 8 bytes more
+            longer += hmac.new(secret, longer, "sha256").digest()
             nan = u.copy()
             nan[0, 0, 0] = np.nan
             messages = [
                 encode_data(new_secret(), run, attempt, 2, {"u": u}),
-                good[:2],
+                [good[:40], good[40:]],
                 longer,
                 encode_data(secret, run, attempt, 2, {"u": u.view(np.int32)}),
                 encode_data(secret, run, attempt, 2, {"u": u.reshape(3, 16)}),
@@ -149,20 +145,22 @@ def hostile(params, *, seed, n_steps, marker_dir, size=4):
             time.sleep(1.0)  # and are handled before this run's step 2 is sent
 
 
-def _send(address: str, messages: list[list[bytes]], every: float = 0.0) -> None:
-    """Sends `messages` to `address` from a socket of its own, `every` seconds
-    apart, and waits until they were delivered."""
+def _send(address: str, messages: list[bytes | list[bytes]], every: float = 0.0) -> None:
+    """Sends `messages` (a list of frames is sent as one multipart message) to
+    `address` from a socket of its own, `every` seconds apart, and waits until
+    they were delivered."""
     context = zmq.Context()
     socket = context.socket(zmq.PUSH)
+    secure_client_socket(socket, secret_from_env(), address)
     socket.connect(address)
-    for frames in messages:
-        socket.send_multipart(frames)
+    for message in messages:
+        socket.send_multipart(message if isinstance(message, list) else [message])
         time.sleep(every)
     socket.close(linger=10000)
     context.term()
 
 
 if __name__ == "__main__":
-    # a replayer started by `hang_replaying_open`: ADDRESS SECONDS FRAME... (hex)
-    frames = [bytes.fromhex(f) for f in sys.argv[3:]]
-    _send(sys.argv[1], [frames] * round(float(sys.argv[2]) / 0.1), every=0.1)
+    # a replayer started by `hang_replaying_open`: ADDRESS SECONDS MESSAGE (hex)
+    message = bytes.fromhex(sys.argv[3])
+    _send(sys.argv[1], [message] * round(float(sys.argv[2]) / 0.1), every=0.1)

@@ -3,6 +3,7 @@
 imports that type checkers and the API docs read."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,3 +32,15 @@ def test_lazy_names_match_the_typing_imports_and_resolve():
     for name in sciml.online.__all__:
         value = getattr(sciml.online, name)
         assert getattr(value, "__name__", name) == name or name.isupper()
+
+
+def test_the_security_page_names_only_tests_that_exist():
+    """Each `tests/...py::name` in docs/online_security.md is a test function
+    of that file, and each file named alone exists."""
+    root = Path(__file__).parents[2]
+    page = (root / "docs" / "online_security.md").read_text()
+    named = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", page)
+    assert len(named) >= 20
+    for path, name in named:
+        source = (root / path).read_text()
+        assert not name or re.search(rf"^def {name}\(", source, re.M), f"{path}::{name}"

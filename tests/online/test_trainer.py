@@ -245,3 +245,31 @@ def test_bad_batch_size_for_the_devices_is_refused(tmp_path):
             workdir=tmp_path,
         )
     assert not np.any([p.name == "checkpoints" for p in tmp_path.iterdir()])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reaping reads /proc")
+def test_a_resumed_run_directory_reaps_the_solvers_its_previous_trainer_recorded(tmp_path):
+    """A solver process of a previous trainer (here a stand-in: a stopped
+    `sleep` recorded in the jobs directory by id and start time) is killed
+    before the new trainer starts its own; the new ones are recorded."""
+    import subprocess
+
+    from sciml.online._processes import PROCESSES_FILE, record, start_time
+
+    jobs = tmp_path / "online" / "jobs"
+    jobs.mkdir(parents=True)
+    orphan = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        os.kill(orphan.pid, signal.SIGSTOP)
+        record(jobs, 0, orphan.pid)
+        result = train(make_study(), tmp_path)
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        orphan.kill()
+        orphan.wait()
+    (reaped,) = [e for e in events(tmp_path) if e["event"] == "orphans_reaped"]
+    assert reaped["pids"] == [orphan.pid]
+    recorded = [json.loads(line) for line in (jobs / PROCESSES_FILE).read_text().splitlines()]
+    assert len(recorded) == result.summary["jobs_started"] >= 1
+    assert all(start_time(entry["pid"]) != entry["start"] for entry in recorded)  # all ended
+    assert result.summary["runs_done"] == N_RUNS

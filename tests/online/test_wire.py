@@ -13,7 +13,9 @@ import pytest
 
 from sciml.online import _transport, _wire
 from sciml.online._wire import (
+    MAC_BYTES,
     MAX_HEADER_BYTES,
+    PREFIX_BYTES,
     REJECT_REASONS,
     FieldSpec,
     RejectedMessage,
@@ -53,7 +55,13 @@ def sign(header, payload=b"", secret=SECRET):
         header = json.dumps(header).encode()
     prefix = len(header).to_bytes(8, "little")
     mac = hmac.new(secret, prefix + header + payload, hashlib.sha256).digest()
-    return [header, payload, mac]
+    return prefix + header + payload + mac
+
+
+def split(message):
+    """(prefix, header, payload, mac) of a message, cut by hand."""
+    size = int.from_bytes(message[:8], "little")
+    return message[:8], message[8 : 8 + size], message[8 + size : -32], message[-32:]
 
 
 def data_header(schema, **changes):
@@ -108,14 +116,20 @@ def test_non_contiguous_and_big_endian_inputs(schema):
         assert message.fields[name].dtype == array.dtype
 
 
-def test_frames_follow_the_specification(schema):
+def test_messages_follow_the_specification(schema):
     """Header JSON, payload bytes and MAC recomputed independently of the module."""
     fields = example_fields()
-    header, payload, mac = encode_data(SECRET, 3, 0, 4, fields)
+    message = encode_data(SECRET, 3, 0, 4, fields)
+    assert isinstance(message, bytes)  # one frame
+    prefix, header, payload, mac = split(message)
     assert json.loads(header) == data_header(schema)
     assert payload == payload_of(fields)
-    prefix = len(header).to_bytes(8, "little")
+    assert prefix == len(header).to_bytes(8, "little")
     assert mac == hmac.new(SECRET, prefix + header + payload, hashlib.sha256).digest()
+    assert len(message) <= _wire.max_message_bytes(schema)
+    assert _wire.max_message_bytes(schema) == (
+        PREFIX_BYTES + MAX_HEADER_BYTES + schema.max_payload_bytes() + MAC_BYTES
+    )
 
 
 def test_open_and_close_round_trip(schema):
@@ -144,12 +158,13 @@ def test_from_example_and_payload_size(schema):
     assert FieldSpec("x", (2, 3), "complex64").nbytes == 48
 
 
-def _tamper(frames, index, position):
-    frames = list(frames)
-    data = bytearray(frames[index])
-    data[position] ^= 0x01
-    frames[index] = bytes(data)
-    return frames
+def _tamper(message, part, position):
+    """`message` with one bit flipped at `position` of part `part` (0 prefix,
+    1 header, 2 payload, 3 mac)."""
+    start = sum(len(p) for p in split(message)[:part])
+    data = bytearray(message)
+    data[start + position] ^= 0x01
+    return bytes(data)
 
 
 def _bad_messages(schema):
@@ -167,13 +182,16 @@ def _bad_messages(schema):
     big_header = json.dumps({**data_header(schema), "pad": "x" * MAX_HEADER_BYTES}).encode()
     return [
         ("wrong secret", encode_data(new_secret(), 3, 0, 4, fields), "auth"),
-        ("tampered header", _tamper(good, 0, 40), "auth"),
-        ("tampered payload", _tamper(good, 1, 100), "auth"),
-        ("tampered mac", _tamper(good, 2, 0), "auth"),
-        ("short mac", [good[0], good[1], good[2][:16]], "auth"),
-        ("2 frames", good[:2], "malformed"),
-        ("4 frames", [*good, b""], "malformed"),
-        ("1 frame", [b"".join(good)], "malformed"),
+        ("tampered header", _tamper(good, 1, 40), "auth"),
+        ("tampered payload", _tamper(good, 2, 100), "auth"),
+        ("tampered mac", _tamper(good, 3, 0), "auth"),
+        ("short mac", good[:-16], "auth"),
+        ("prefix moved into the header", _tamper(good, 0, 0), "auth"),
+        ("prefix past the end", (2**20).to_bytes(8, "little") + good[8:], "oversized"),
+        ("prefix just past the end", len(good).to_bytes(8, "little") + good[8:], "malformed"),
+        ("shorter than prefix and mac", good[:39], "malformed"),
+        ("frames, not one message", list(split(good)), "malformed"),
+        ("whole message over the cap", good + bytes(MAX_HEADER_BYTES + 64), "oversized"),
         ("header too large", sign(big_header, payload), "oversized"),
         ("payload over the cap", sign(data_header(schema), payload + b"\0"), "oversized"),
         ("payload far over the cap", sign(data_header(schema), bytes(10 * cap)), "oversized"),
@@ -258,10 +276,10 @@ def test_check_finite_rejects_any_nan_or_infinity_in_a_float_field(schema, name,
     assert info.value.reason == "non_finite"
 
 
-@pytest.mark.parametrize("index", range(34))
+@pytest.mark.parametrize("index", range(37))
 def test_rejects(schema, index):
     cases = _bad_messages(schema)
-    assert len(cases) == 34
+    assert len(cases) == 37
     name, frames, reason = cases[index]
     with pytest.raises(RejectedMessage) as info:
         decode(frames, SECRET, schema)
