@@ -19,6 +19,7 @@ from typing import Any
 
 import ml_collections
 
+from .._checks import is_int
 from ._errors import ConfigError
 
 
@@ -50,14 +51,10 @@ def config_value(config: ml_collections.ConfigDict, key: str) -> Any:
     return node
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _check_count(config: ml_collections.ConfigDict, key: str, low: int) -> None:
     value = config_value(config, key)
     values = value if isinstance(value, list | tuple) else [value]
-    if not values or not all(_is_int(v) and v >= low for v in values):
+    if not values or not all(is_int(v) and v >= low for v in values):
         what = "a list of integers" if isinstance(value, list | tuple) else "an integer"
         raise ConfigError(
             f"config key {key!r} must be {what} >= {low}, got {value!r} "
