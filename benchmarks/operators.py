@@ -16,11 +16,15 @@
 3. Against neuraloperator (`--part neuraloperator`, optional): the TFNO step of
    part 1 (Tucker 0.1, factorized) beside neuraloperator's `TFNO` with the same
    architecture and parameter count, PyTorch's Adam and the same relative L2
-   loss, timed in alternated pairs in this process. Runs when `torch` and
-   `neuraloperator` are importable (`pip install torch neuraloperator`), and is
-   skipped with a message otherwise.
+   loss, timed in alternated pairs in this process, at the sizes users train
+   at: 64² with batch 8, 128² with batch 16 and 256² with batch 4 (`--sizes`).
+   Runs when `torch` and `neuraloperator` are importable (`pip install torch
+   neuraloperator`), and is skipped with a message otherwise.
+
+Every record carries the machine's load; measure with nothing else running.
 
 usage: python -m benchmarks.operators [--quick] [--part all|steps|memory|neuraloperator]
+       [--pairs N] [--sizes 64x8,128x16,256x4]
 """
 
 import argparse
@@ -122,6 +126,13 @@ def main(argv=None):
     parser.add_argument(
         "--pairs", type=int, default=5, help="alternated timing pairs (neuraloperator part)"
     )
+    parser.add_argument(
+        "--sizes",
+        type=_grid_batches,
+        default=None,
+        help="GRIDxBATCH pairs for the neuraloperator part (default 64x8,128x16,256x4; "
+        "32x4 with --quick)",
+    )
     args = parser.parse_args(argv)
     env = environment()
     if args.quick:
@@ -136,7 +147,22 @@ def main(argv=None):
     if args.part in ("all", "memory"):
         bench_memories(big, hidden, modes, batch, common, env)
     if args.part in ("all", "neuraloperator"):
-        bench_neuraloperator(size, hidden, modes, batch, common, env, pairs=args.pairs)
+        default = ((size, batch),) if args.quick else ((64, 8), (128, 16), (256, 4))
+        for grid, grid_batch in args.sizes or default:
+            bench_neuraloperator(grid, hidden, modes, grid_batch, common, env, pairs=args.pairs)
+
+
+def _grid_batches(text: str) -> tuple[tuple[int, int], ...]:
+    """Parses `--sizes` ("64x8,128x16") into ((64, 8), (128, 16))."""
+    try:
+        pairs = tuple(tuple(int(v) for v in item.split("x")) for item in text.split(","))
+    except ValueError:
+        pairs = ()
+    if not pairs or any(len(p) != 2 or min(p) < 1 for p in pairs):
+        raise argparse.ArgumentTypeError(
+            f"expected GRIDxBATCH pairs separated by commas, e.g. 64x8,128x16; got {text!r}"
+        )
+    return pairs
 
 
 def bench_steps(size, hidden, modes, batch, common, env):
