@@ -135,9 +135,10 @@ ROWS = (
         (
             "grid",
             "batch",
-            "ours_median_s",
+            "ours_tanh_gelu_median_s",
             "neuraloperator_median_s",
-            "ratio_ours_to_neuraloperator",
+            "ratio_tanh_gelu_to_neuraloperator",
+            "ratio_erf_gelu_to_neuraloperator",
             "torch_device",
         ),
         needs_s=30,
