@@ -35,9 +35,11 @@ def test_tiny_config_trains_and_compares(name, tmp_path):
     assert (tmp_path / "ritz.h5").is_file()
 
 
-def test_tiny_config_with_the_symmetric_model(tmp_path):
+@pytest.mark.parametrize("kind", ["symmetric", "multilevel"])
+def test_tiny_config_with_a_symmetric_model(kind, tmp_path):
+    """The symmetric generators train with the A-norm loss (in [0, 1])."""
     config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
-    config.model.kind = "symmetric"
+    config.model.kind = kind
     config.model.label_channels = False
     config.eval.methods = ("dcdm", "cg")
     summary = run.main_from_config(config, tmp_path)
