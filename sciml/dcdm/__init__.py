@@ -32,6 +32,7 @@ from ._network import (
     upsample2 as upsample2,
 )
 from ._precision import PrecisionWarning as PrecisionWarning, reachable_rtol as reachable_rtol
+from ._pretrained import pretrained as pretrained, pretrained_info as pretrained_info
 from ._ritz import (
     lanczos as lanczos,
     low_count as low_count,
