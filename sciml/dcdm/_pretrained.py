@@ -37,9 +37,23 @@ def pretrained(name: str = "poisson2d") -> MultilevelDCDMNet:
     """A trained direction generator, ready for [`direction_fn`][sciml.dcdm.direction_fn].
 
     ```python
-    net = sciml.dcdm.pretrained("poisson2d")
-    f = sciml.dcdm.direction_fn(net, fluid)  # fluid: 1 at unknowns, 0 elsewhere
-    sol = sciml.dcdm.solve(apply_A, b, f, rtol=1e-6, max_steps=1000)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the float64 outer loop; before any array
+
+    import jax.numpy as jnp
+    import sciml.dcdm
+
+
+    def poisson(x):  # the 5-point Laplacian of a 64² box of fluid (Dirichlet walls)
+        xp = jnp.pad(x, 1)
+        return 4 * x - xp[:-2, 1:-1] - xp[2:, 1:-1] - xp[1:-1, :-2] - xp[1:-1, 2:]
+
+
+    fluid = jnp.ones((64, 64))  # 1 at the unknowns, 0 at solid and air cells
+    f = sciml.dcdm.direction_fn(sciml.dcdm.pretrained("poisson2d"), fluid)
+    sol = sciml.dcdm.solve(poisson, jnp.ones((64, 64)), f, rtol=1e-6, max_steps=1000)
+    print(sol.stats["num_steps"])
     ```
 
     **Arguments:** `name`: `"poisson2d"`, trained by
