@@ -38,7 +38,8 @@ with warnings.catch_warnings():
         Inherited from lineax / optimistix: `max_steps_reached`, `singular`,
         `breakdown`, `stagnation`, `conlim`, `nonfinite_input`,
         `nonlinear_max_steps_reached`, `nonlinear_divergence`, `nonfinite`.
-        An item prints as its message (`RESULTS<successful>` on success);
+        Conjugate-direction solves (`sciml.dcdm.solve`) add
+        `not_positive_definite` and `nonfinite_direction`. An item prints as its message (`RESULTS<successful>` on success);
         [`result_name`][sciml.solution.result_name] gives its name.
         """
 

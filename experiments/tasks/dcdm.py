@@ -47,7 +47,7 @@ from sciml.dcdm import (
     solve,
 )
 from sciml.experiment import ConfigError, Experiment, check_config, train_experiment
-from sciml.solution import RESULTS
+from sciml.solution import RESULTS, result_name
 from solvers.poisson import (
     FLUID,
     PoissonOperator,
@@ -218,14 +218,6 @@ def one_step_losses(model: Network, config, workdir: Path, n_samples: int = 32) 
             losses[name][set_name] = float(dcdm_loss(f, op, b))
             losses[name][f"{set_name}_a_norm"] = float(dcdm_loss(f, op, b, x))
     return losses
-
-
-def result_name(result) -> str:
-    """The name of a `RESULTS` item (`"successful"`, `"breakdown"`, ...)."""
-    for name in ("successful", "max_steps_reached", "breakdown", "nonfinite", "nonfinite_input"):
-        if bool(result == getattr(RESULTS, name)):
-            return name
-    return "other"
 
 
 def timed_solve(op, b, direction, config) -> tuple[dict, np.ndarray]:
