@@ -8,15 +8,18 @@ right-hand side on held-out scenes at several resolutions to
 `‖b − A x‖ ≤ 1e-6 ‖b‖` with every method through the same `sciml.dcdm.solve`
 (float64 outer loop, `x₀ = 0`). First one JSON line per method with its
 one-step scale-free loss on the training scene (validation and white-noise
-right-hand sides; see `experiments.tasks.dcdm.one_step_losses`), then one per scene and method:
+right-hand sides, the paper's loss and the A-norm loss; see
+`experiments.tasks.dcdm.one_step_losses`), then one per scene, tolerance and method:
 iterations, solve seconds (compiled ahead of time, compilation excluded) and
 preconditioner setup seconds (host side: IC factorisation, AMG hierarchy).
 Runs unchanged on a GPU (the IC and AMG preconditioners then go through host
 callbacks, which the timings include).
 
 usage: python -m benchmarks.dcdm [--quick] [--dim 2] [--train-resolution 64]
-       [--steps 2000] [--resolutions 64 128 256] [--seeds 101] [--max-steps 2000]
-       [--factor 9] [--n-orthogonal 2] [--model paper|symmetric] [--methods dcdm cg ic0]
+       [--steps 2000] [--batch-size 16] [--resolutions 64 128 256] [--seeds 101]
+       [--rtols 1e-6 1e-4] [--max-steps 2000] [--factor 9] [--n-orthogonal 2]
+       [--model paper|symmetric|multilevel] [--width 16] [--loss auto|paper|a_norm]
+       [--methods dcdm cg ic0]
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ def main(argv=None):
     parser.add_argument("--dim", type=int, default=2, choices=(2, 3))
     parser.add_argument("--train-resolution", type=int, default=None)
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--rtols", type=float, nargs="+", default=None)
+    parser.add_argument("--width", type=int, default=None, help="feature channels")
+    parser.add_argument("--loss", choices=("auto", "paper", "a_norm"), default=None)
     parser.add_argument("--n-ritz", type=int, default=800)
     parser.add_argument("--n-rhs", type=int, default=1000)
     parser.add_argument("--resolutions", type=int, nargs="+", default=None)
@@ -45,9 +52,9 @@ def main(argv=None):
     parser.add_argument("--n-orthogonal", type=int, default=None)
     parser.add_argument(
         "--model",
-        choices=("paper", "symmetric"),
+        choices=("paper", "symmetric", "multilevel"),
         default="paper",
-        help="the paper's network, or the symmetric linear NᵀN (no label channels)",
+        help="the paper's network, or a symmetric linear NᵀN (no label channels)",
     )
     parser.add_argument(
         "--methods",
@@ -77,8 +84,13 @@ def main(argv=None):
     if args.factor is not None:
         config.data.factor = args.factor
     config.model.kind = args.model
-    if args.model == "symmetric":
-        config.model.label_channels = False
+    config.model.label_channels = False
+    if args.width is not None:
+        config.model.width = args.width
+    if args.loss is not None:
+        config.model.loss = args.loss
+    if args.batch_size is not None:
+        config.train.batch_size = args.batch_size
     if args.methods is not None:
         config.eval.methods = tuple(args.methods)
     if args.n_orthogonal is not None:
@@ -106,11 +118,13 @@ def main(argv=None):
         emit({"benchmark": "dcdm_one_step_loss", "method": method, **losses, **env})
     resolutions = tuple(config.eval.resolutions)
     for resolution in resolutions:  # one resolution at a time, printed as it finishes
-        config.eval.resolutions = (resolution,)
-        results, _ = evaluate_scenes(trained.model, config)
-        for scene, methods in results.items():
-            for method, record in methods.items():
-                emit({"benchmark": "dcdm_solve", "scene": scene, "method": method, **record, **env})
+        for rtol in args.rtols or (float(config.eval.rtol),):
+            config.eval.resolutions, config.eval.rtol = (resolution,), rtol
+            results, _ = evaluate_scenes(trained.model, config)
+            for scene, methods in results.items():
+                for method, record in methods.items():
+                    row = {"scene": scene, "rtol": rtol, "method": method, **record}
+                    emit({"benchmark": "dcdm_solve", **row, **env})
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ with warnings.catch_warnings():
         Inherited from lineax / optimistix: `max_steps_reached`, `singular`,
         `breakdown`, `stagnation`, `conlim`, `nonfinite_input`,
         `nonlinear_max_steps_reached`, `nonlinear_divergence`, `nonfinite`.
-        An item prints as its message (`RESULTS<successful>` on success);
+        Conjugate-direction solves (`sciml.dcdm.solve`) add
+        `not_positive_definite` and `nonfinite_direction`. An item prints as its message (`RESULTS<successful>` on success);
         [`result_name`][sciml.solution.result_name] gives its name.
         """
 
@@ -53,6 +54,17 @@ with warnings.catch_warnings():
             "solve_recurrence: non-finite values (NaN or Inf) in the returned states, or in "
             "Newton iterates that no fallback recovered from. With a Sequential() fallback this "
             "means the recurrence itself is not finite on this input."
+        )
+        not_positive_definite = (
+            "a conjugate-direction solve (sciml.dcdm.solve) met a search direction p with "
+            "pᵀAp <= 0: the operator is not positive definite (a sign error in apply_A, a "
+            "non-symmetric stencil, or boundary rows that break symmetry), or the system sits "
+            "at round-off. Check apply_A on random vectors: xᵀAx must be > 0."
+        )
+        nonfinite_direction = (
+            "sciml.dcdm.solve: the direction generator (argument `direction_fn`) returned NaN "
+            "or Inf for a finite residual: a network with non-finite weights or a "
+            "preconditioner that divides by zero. Evaluate direction_fn on the residual to see."
         )
         insr_objective_increased = (
             "sciml.insr: a time step (or the initial fit) ended with a larger objective than at "

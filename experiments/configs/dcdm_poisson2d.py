@@ -2,9 +2,10 @@
 
 `python -m experiments.run --config experiments/configs/dcdm_poisson2d.py`;
 the `tiny` variant (`dcdm_poisson2d.py:tiny`) runs in seconds for the tests.
-The symmetric linear network (`sciml.dcdm.SymmetricDCDMNet`, with which DCDM
-is PCG) instead of the paper's: `--config.model.kind=symmetric
---config.model.label_channels=False`.
+The symmetric linear networks (with which DCDM is PCG) instead of the
+paper's: `--config.model.kind=multilevel` (`sciml.dcdm.MultilevelDCDMNet`,
+a linear V-cycle `NᵀN`, trained with the A-norm loss) or
+`--config.model.kind=symmetric` (`sciml.dcdm.SymmetricDCDMNet`).
 """
 
 import ml_collections
@@ -31,10 +32,17 @@ def data_block(dim: int, resolution: int, *, n_ritz: int, n_rhs: int) -> ml_coll
 
 def model_block() -> ml_collections.ConfigDict:
     model = ml_collections.ConfigDict()
-    model.kind = "paper"  # or "symmetric": NᵀN, linear and SPD (no label channels)
+    # "paper"; "symmetric": NᵀN with the paper's layout as a linear N; "multilevel":
+    # NᵀN with N a linear V-cycle (both linear and SPD, no label channels)
+    model.kind = "paper"
+    model.loss = "auto"  # "paper", "a_norm"; auto: paper's for kind="paper", else A-norm
     model.pairs = (2, 3, 2)  # the paper's N = 64 model: 4 + 6 + 4 convs
     model.width = 16
-    model.label_channels = True  # fluid / solid / air one-hot, as in Lan et al. 2024
+    model.label_channels = False  # fluid / solid / air one-hot, as in Lan et al. 2024
+    model.odd = False  # paper network: keep only its odd part
+    model.reference_layout = False  # paper network: the reference code's first stage
+    model.smooth = 2  # multilevel: residual convolutions per level and side
+    model.coarsest = 4  # multilevel: pool while the smallest side exceeds this
     return model
 
 

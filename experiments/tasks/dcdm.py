@@ -4,7 +4,11 @@ classical baselines on held-out scenes and larger grids.
 Training (Kaneda et al., ICML 2023): Ritz vectors of the training scene's
 matrix from Lanczos, right-hand sides biased towards the low end of its
 spectrum (cached in `ritz.h5` in the run directory), the scale-free loss
-`‖b − α* A f(b)‖²`, Adam through `sciml.training`.
+`‖b − α* A f(b)‖²` or the A-norm loss `1 − (qᵀb)²/((qᵀAq)(bᵀx*))` (with the
+exact solutions `x*` of the training right-hand sides, from a sparse direct
+solve, cached beside them; `config.model.loss`, by default the paper's loss for
+the paper's network and the A-norm loss for the symmetric ones), Adam through
+`sciml.training`.
 
 Evaluation: for every held-out scene (other obstacle seeds) at every
 evaluation resolution, one smooth consistent right-hand side is solved from
@@ -33,6 +37,7 @@ from sciml.dcdm import (
     Identity,
     IncompleteCholesky,
     Jacobi,
+    MultilevelDCDMNet,
     SmoothedAggregationAMG,
     SymmetricDCDMNet,
     dcdm_loss,
@@ -42,8 +47,15 @@ from sciml.dcdm import (
     solve,
 )
 from sciml.experiment import ConfigError, Experiment, check_config, train_experiment
-from sciml.solution import RESULTS
-from solvers.poisson import FLUID, PoissonOperator, assemble, make_scene, random_rhs
+from sciml.solution import RESULTS, result_name
+from solvers.poisson import (
+    FLUID,
+    PoissonOperator,
+    assemble,
+    make_scene,
+    random_rhs,
+    solve as direct_solve,
+)
 
 
 BASELINES = {
@@ -66,43 +78,69 @@ def scene(config, resolution: int, seed: int) -> np.ndarray:
     )
 
 
-MODELS = ("paper", "symmetric")
+MODELS = ("paper", "symmetric", "multilevel")
+LOSSES = ("auto", "paper", "a_norm")
+Network = DCDMNet | SymmetricDCDMNet | MultilevelDCDMNet
 
 
-def make_model(config) -> DCDMNet | SymmetricDCDMNet:
+def make_model(config) -> Network:
     """The network of `config.model.kind`: `"paper"` (the paper's nonlinear
-    network, optionally with label channels) or `"symmetric"` (`NᵀN` with the
-    paper's architecture as a linear `N`; see `sciml.dcdm.SymmetricDCDMNet`)."""
+    network, optionally with label channels), `"symmetric"` (`NᵀN` with the
+    paper's architecture as a linear `N`; see `sciml.dcdm.SymmetricDCDMNet`)
+    or `"multilevel"` (`NᵀN` with `N` a linear V-cycle whose depth follows the
+    grid; see `sciml.dcdm.MultilevelDCDMNet`)."""
     model_cfg, dim = config.model, int(config.data.dim)
     kind = model_cfg.get("kind", "paper")
-    pairs = tuple(int(p) for p in model_cfg.pairs)
     key = jax.random.key(int(config.seed))
     if kind == "paper":
         return DCDMNet(
             dim,
-            pairs=pairs,
+            pairs=tuple(int(p) for p in model_cfg.pairs),
             width=int(model_cfg.width),
             label_channels=bool(model_cfg.label_channels),
+            odd=bool(model_cfg.get("odd", False)),
+            reference_layout=bool(model_cfg.get("reference_layout", False)),
             key=key,
         )
+    if kind not in MODELS:
+        raise ValueError(f"config.model.kind: unknown {kind!r}; accepted: {', '.join(MODELS)}")
+    if model_cfg.label_channels:
+        raise ValueError(
+            f"config.model.label_channels must be False with config.model.kind={kind!r} "
+            "(label channels would enter additively and make the direction non-linear)."
+        )
     if kind == "symmetric":
-        if model_cfg.label_channels:
-            raise ValueError(
-                "config.model.label_channels must be False with config.model.kind='symmetric' "
-                "(label channels would enter additively and make the direction non-linear)."
-            )
+        pairs = tuple(int(p) for p in model_cfg.pairs)
         return SymmetricDCDMNet(dim, pairs=pairs, width=int(model_cfg.width), key=key)
-    raise ValueError(f"config.model.kind: unknown {kind!r}; accepted: {', '.join(MODELS)}")
+    return MultilevelDCDMNet(
+        dim,
+        width=int(model_cfg.width),
+        smooth=int(model_cfg.get("smooth", 2)),
+        coarsest=int(model_cfg.get("coarsest", 4)),
+        key=key,
+    )
 
 
-def net_direction(model: DCDMNet | SymmetricDCDMNet, labels: np.ndarray):
+def loss_kind(config) -> str:
+    """`"paper"` or `"a_norm"`: `config.model.loss`, where `"auto"` is the
+    paper's loss for the paper's network and the A-norm loss otherwise."""
+    loss = config.model.get("loss", "auto")
+    if loss not in LOSSES:
+        raise ValueError(f"config.model.loss: unknown {loss!r}; accepted: {', '.join(LOSSES)}")
+    if loss == "auto":
+        return "paper" if config.model.get("kind", "paper") == "paper" else "a_norm"
+    return loss
+
+
+def net_direction(model: Network, labels: np.ndarray):
     fluid = jnp.asarray(labels == FLUID, jnp.float32)
     onehot = label_channels(labels) if model.in_channels == 4 else None
     return direction_fn(model, fluid, onehot)
 
 
-def training_rhs(config, workdir: Path, labels: np.ndarray, matrix) -> np.ndarray:
-    """The training scene's right-hand sides `(n_rhs, *grid)` from Ritz vectors,
+def training_rhs(config, workdir: Path, labels: np.ndarray, matrix) -> dict:
+    """The training scene's right-hand sides `"rhs": (n_rhs, *grid)` from Ritz
+    vectors and their exact solutions `"solutions"` (sparse direct solves),
     built once and cached in `workdir / "ritz.h5"` (the last `data.n_valid`
     are the validation set)."""
     data = config.data
@@ -115,72 +153,71 @@ def training_rhs(config, workdir: Path, labels: np.ndarray, matrix) -> np.ndarra
         factor=float(data.factor),
         low_fraction=None if data.low_fraction is None else float(data.low_fraction),
         seed=int(data.rhs_seed),
+        solve_A=lambda b: direct_solve(labels, b),
     )
-    return ritz["rhs"]
+    return ritz
 
 
 def build(config, workdir: Path) -> Experiment:
     data = config.data
     model = make_model(config)  # checks the model block before the data are built
     labels = scene(config, data.resolution, data.scene_seed)
-    rhs = jnp.asarray(training_rhs(config, workdir, labels, assemble(labels)), jnp.float32)
+    ritz = training_rhs(config, workdir, labels, assemble(labels))
+    rhs = jnp.asarray(ritz["rhs"], jnp.float32)
     n_train = rhs.shape[0] - int(data.n_valid)
     if n_train < 1:
         raise ValueError(f"config.data.n_rhs must exceed config.data.n_valid ({data.n_valid}).")
-    train_rhs, valid_rhs = rhs[:n_train], rhs[n_train:]
+    # the paper's loss ignores x*; the A-norm loss uses it
+    x_star = jnp.asarray(ritz["solutions"], jnp.float32) if loss_kind(config) == "a_norm" else None
     op = PoissonOperator(labels)
     batch_size = int(config.train.batch_size)
 
     @jax.jit
     def batch_fn(step, key):
-        return train_rhs[jax.random.randint(key, (batch_size,), 0, n_train)]
+        i = jax.random.randint(key, (batch_size,), 0, n_train)
+        return rhs[i], None if x_star is None else x_star[i]
 
     def loss_fn(model, batch, key):
-        return dcdm_loss(net_direction(model, labels), op, batch), {}
+        return dcdm_loss(net_direction(model, labels), op, *batch), {}
 
     @eqx.filter_jit
     def evaluate(model):
-        return {"valid_loss": dcdm_loss(net_direction(model, labels), op, valid_rhs)}
+        valid = (rhs[n_train:], None if x_star is None else x_star[n_train:])
+        return {"valid_loss": dcdm_loss(net_direction(model, labels), op, *valid)}
 
     return Experiment(model=model, loss_fn=loss_fn, batch_fn=batch_fn, evaluate=evaluate)
 
 
-def one_step_losses(
-    model: DCDMNet | SymmetricDCDMNet, config, workdir: Path, n_samples: int = 32
-) -> dict:
-    """The scale-free loss `‖b − α* A q(b)‖²` (one DCDM step from zero) of the
-    network and of every baseline preconditioner as the direction, on the
-    training scene: mean over the first `n_samples` validation right-hand
-    sides and over as many unit-norm white-noise right-hand sides (on the
-    fluid cells). A direction generator with a low loss here can still
-    converge slowly inside the iteration: this separates the two."""
+def one_step_losses(model: Network, config, workdir: Path, n_samples: int = 32) -> dict:
+    """The one-step losses of the network and of every baseline preconditioner
+    as the direction, on the training scene: the paper's `‖b − α* A q(b)‖²`
+    (`ritz_valid`, `white_noise`) and the A-norm loss
+    `‖x* − α* q‖²_A / ‖x*‖²_A` (`*_a_norm`), means over the first `n_samples`
+    validation right-hand sides and over as many unit-norm white-noise
+    right-hand sides (projected onto the range of `A`). A direction generator
+    with a low paper loss can still converge slowly inside the iteration:
+    the A-norm loss weighs the low modes that set the iteration count."""
     labels = scene(config, config.data.resolution, config.data.scene_seed)
     matrix = assemble(labels)
-    rhs = training_rhs(config, workdir, labels, matrix)
-    valid = jnp.asarray(rhs[-int(config.data.n_valid) :][:n_samples], jnp.float32)
-    fluid = labels == FLUID
-    noise = np.random.default_rng(0).standard_normal((valid.shape[0], *labels.shape)) * fluid
-    noise /= np.linalg.norm(noise.reshape(noise.shape[0], -1), axis=1).reshape(
-        -1, *[1] * labels.ndim
-    )
+    ritz = training_rhs(config, workdir, labels, matrix)
+    valid = ritz["rhs"][-int(config.data.n_valid) :][:n_samples]
+    valid_x = ritz["solutions"][-int(config.data.n_valid) :][:n_samples]
+    noise = np.stack([random_rhs(labels, seed=(0, i), kind="noise") for i in range(valid.shape[0])])
+    noise_x = np.stack([direct_solve(labels, b) for b in noise])
+    sets = {
+        "ritz_valid": (jnp.asarray(valid, jnp.float32), jnp.asarray(valid_x, jnp.float32)),
+        "white_noise": (jnp.asarray(noise, jnp.float32), jnp.asarray(noise_x, jnp.float32)),
+    }
     op = PoissonOperator(labels)
     directions = {"dcdm": net_direction(model, labels)}
     directions.update({name: b.build(matrix, labels.shape) for name, b in BASELINES.items()})
-    return {
-        name: {
-            "ritz_valid": float(dcdm_loss(f, op, valid)),
-            "white_noise": float(dcdm_loss(f, op, jnp.asarray(noise, jnp.float32))),
-        }
-        for name, f in directions.items()
-    }
-
-
-def result_name(result) -> str:
-    """The name of a `RESULTS` item (`"successful"`, `"breakdown"`, ...)."""
-    for name in ("successful", "max_steps_reached", "breakdown", "nonfinite", "nonfinite_input"):
-        if bool(result == getattr(RESULTS, name)):
-            return name
-    return "other"
+    losses = {}
+    for name, f in directions.items():
+        losses[name] = {}
+        for set_name, (b, x) in sets.items():
+            losses[name][set_name] = float(dcdm_loss(f, op, b))
+            losses[name][f"{set_name}_a_norm"] = float(dcdm_loss(f, op, b, x))
+    return losses
 
 
 def timed_solve(op, b, direction, config) -> tuple[dict, np.ndarray]:
@@ -213,7 +250,7 @@ def timed_solve(op, b, direction, config) -> tuple[dict, np.ndarray]:
     return record, history[: steps + 1] / history[0]
 
 
-def evaluate_scenes(model: DCDMNet | SymmetricDCDMNet, config) -> tuple[dict, dict]:
+def evaluate_scenes(model: Network, config) -> tuple[dict, dict]:
     """Every held-out scene × resolution × method; returns summary and histories."""
     ev = config.eval
     results, histories = {}, {}
@@ -296,7 +333,7 @@ def validate_config(config) -> None:
         ),
         non_negative=("data.n_obstacles", "eval.n_orthogonal"),
         positive_numbers=("eval.rtol",),
-        choices={"data.dim": (2, 3), "model.kind": MODELS},
+        choices={"data.dim": (2, 3), "model.kind": MODELS, "model.loss": LOSSES},
     )  # fmt: skip
     unknown = [m for m in config.eval.methods if m not in ("dcdm", *BASELINES)]
     if unknown:

@@ -17,7 +17,12 @@ from ._baselines import (
 from ._dataset import dataset_key as dataset_key, ritz_dataset as ritz_dataset
 from ._iteration import a_norm_error as a_norm_error, solve as solve
 from ._lineax import DCDM as DCDM
-from ._loss import dcdm_loss as dcdm_loss, scale_free_loss as scale_free_loss
+from ._loss import (
+    a_norm_loss as a_norm_loss,
+    dcdm_loss as dcdm_loss,
+    scale_free_loss as scale_free_loss,
+)
+from ._multilevel import MultilevelDCDMNet as MultilevelDCDMNet
 from ._network import (
     DCDMNet as DCDMNet,
     avg_pool2 as avg_pool2,
@@ -27,6 +32,7 @@ from ._network import (
     upsample2 as upsample2,
 )
 from ._precision import PrecisionWarning as PrecisionWarning, reachable_rtol as reachable_rtol
+from ._pretrained import pretrained as pretrained, pretrained_info as pretrained_info
 from ._ritz import (
     lanczos as lanczos,
     low_count as low_count,

@@ -4,7 +4,9 @@ One file may hold several data sets, each a group named by a hash of the scene
 and the settings, so a changed scene or setting never reuses stale data. The
 Lanczos run is stored once it is done; the right-hand sides are written in
 chunks with a counter, so an interrupted generation resumes where it stopped
-and a finished one is read back without any work.
+and a finished one is read back without any work. With a direct solver the
+exact solutions `x* = A⁻¹ b` of the right-hand sides (for the A-norm loss,
+[`a_norm_loss`][sciml.dcdm.a_norm_loss]) are stored beside them the same way.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def ritz_dataset(
     seed: int = 0,
     chunk: int = 256,
     progress: Callable[[str], None] | None = None,
+    solve_A: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Generates (or reads back) the Ritz training set of one scene.
 
@@ -59,9 +62,13 @@ def ritz_dataset(
     - `seed`: seeds the Lanczos start vector and the coefficients.
     - `chunk`: right-hand sides generated (and saved) at a time.
     - `progress`: called with a short message after each stage.
+    - `solve_A`: `b ↦ A⁻¹ b` on numpy grids (e.g. a sparse direct solve;
+      for a singular `A` the solution in its range). If given, the exact
+      solutions of the right-hand sides are stored (and cached) too.
 
     **Returns:** `{"rhs": (n_rhs, *grid) float32, "ritz_values": (k,)
-    float64, "key": the group name}`.
+    float64, "key": the group name}`, plus `"solutions": (n_rhs, *grid)
+    float32` with `solve_A`.
     """
     scene = np.asarray(scene)
     settings = dict(n_ritz=n_ritz, factor=factor, low_fraction=low_fraction, seed=seed)
@@ -103,4 +110,31 @@ def ritz_dataset(
             if progress:
                 progress(f"right-hand sides: {done}/{n_rhs}")
         rhs = group["rhs"][:n_rhs]
-    return {"rhs": rhs, "ritz_values": theta, "key": key}
+        out = {"rhs": rhs, "ritz_values": theta, "key": key}
+        if solve_A is not None:
+            out["solutions"] = _solutions(group, rhs, solve_A, chunk, progress)
+    return out
+
+
+def _solutions(group, rhs: np.ndarray, solve_A, chunk: int, progress) -> np.ndarray:
+    """`A⁻¹ b` for every stored right-hand side, cached in `group["solutions"]`
+    and resumed like the right-hand sides."""
+    n, shape = rhs.shape[0], rhs.shape[1:]
+    if "solutions" not in group:
+        group.create_dataset(
+            "solutions", shape=rhs.shape, maxshape=(None, *shape), dtype=np.float32
+        )
+        group.attrs["solutions_done"] = 0
+    if group["solutions"].shape[0] < n:
+        group["solutions"].resize(n, axis=0)
+    done = int(group.attrs["solutions_done"])
+    while done < n:
+        stop = min(done + chunk, n)
+        for i in range(done, stop):
+            group["solutions"][i] = np.asarray(solve_A(rhs[i].astype(np.float64)))
+        done = stop
+        group.attrs["solutions_done"] = done
+        group.file.flush()
+        if progress:
+            progress(f"exact solutions: {done}/{n}")
+    return group["solutions"][:n]

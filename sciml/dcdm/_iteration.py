@@ -26,6 +26,7 @@ the tolerance on the true residual.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 
@@ -119,10 +120,12 @@ def solve(
 
     **Returns:** a [`Solution`][sciml.solution.Solution] with `value` the
     solution (shape of `b`), `result` one of `successful`,
-    `max_steps_reached`, `breakdown` (a direction with `pᵀAp ≤ 0` or
-    `pᵀr = 0`: `A` is not positive definite on it, or the generator returned a
-    direction orthogonal to the residual), `nonfinite_input` (NaN or Inf in
-    `b` or `x0`) or `nonfinite`, and `stats`:
+    `max_steps_reached`, `not_positive_definite` (a non-zero direction with
+    `pᵀAp ≤ 0`), `breakdown` (the generator returned a direction that is zero
+    or orthogonal to the residual), `nonfinite_direction` (NaN or Inf from
+    `direction_fn`), `nonfinite_input` (NaN or Inf in `b` or `x0` under
+    `jit`; outside it a `ValueError` names the argument) or `nonfinite`, and
+    `stats`:
     `num_steps` (steps taken), `residual_norm` (final true `‖b − A x‖₂`),
     `residual_history` (`(max_steps + 1,)`: `‖r_k‖₂` for `k = 0..num_steps`,
     NaN after), and with `null_space` also `inconsistency`. With a projected
@@ -140,6 +143,14 @@ def solve(
         raise ValueError(f"`n_orthogonal` must be an integer >= 0, got {n_orthogonal!r}.")
     if not (rtol >= 0 and atol >= 0) or rtol == atol == 0:
         raise ValueError(f"`rtol` and `atol` must be >= 0 and not both 0, got {rtol}, {atol}.")
+    if not (math.isfinite(rtol) and math.isfinite(atol)):
+        raise ValueError(
+            f"`rtol` and `atol` must be finite, got rtol={rtol}, atol={atol} (an infinite "
+            "tolerance would report success whatever the residual)."
+        )
+    for name, value in (("b", b), ("x0", x0)):
+        if not isinstance(value, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(value))):
+            raise ValueError(f"`{name}` contains NaN or Inf; the solve needs finite input.")
     check_tolerance("sciml.dcdm.solve", rtol, atol, b.dtype)
     extra_stats = {}
     if null_space is not None:
@@ -149,6 +160,11 @@ def solve(
         raise ValueError(
             f"`apply_A` must map arrays of the shape of `b` {b.shape} to the same shape, "
             f"got {jnp.shape(Ax0)}."
+        )
+    if jnp.result_type(Ax0) != b.dtype:
+        raise ValueError(
+            f"`apply_A` must return the dtype of `b` ({b.dtype}), got {jnp.result_type(Ax0)}: "
+            "build the operator for that dtype, or cast `b` (e.g. b.astype(jnp.float32))."
         )
     q_shape = jax.eval_shape(direction_fn, b)
     if q_shape.shape != b.shape:
@@ -164,7 +180,8 @@ def solve(
     tol = jnp.maximum(jnp.asarray(atol, dtype), jnp.asarray(rtol, dtype) * r0_norm)
     m = max(n_orthogonal, 1)  # one (unused) slot keeps the buffers non-empty
     history = jnp.full((max_steps + 1,), jnp.nan, dtype).at[0].set(r0_norm)
-    # status: 0 running, 1 converged, 2 breakdown, 3 non-finite
+    # status: 0 running, 1 converged, 2 breakdown (zero direction or pᵀr = 0),
+    # 3 non-finite, 4 not positive definite (p ≠ 0, pᵀAp ≤ 0), 5 non-finite direction
     init = dict(
         k=jnp.array(0),
         x=x0,
@@ -187,10 +204,13 @@ def solve(
     def body(s):
         k, x, r, r_norm = s["k"], s["x"], s["r"], s["r_norm"]
         q = jnp.asarray(direction_fn(r / r_norm)).astype(dtype)
+        bad_direction = ~jnp.all(jnp.isfinite(q))
+        q = jnp.where(bad_direction, 0, q)
         p = _orthogonalise(q, s["P"], s["AP"], s["pAp"]) if n_orthogonal else q
         Ap = apply_A(p)
         pAp = _dot(p, Ap)
         pr = _dot(p, r)
+        indefinite = ~(pAp > 0) & jnp.any(p != 0) & ~bad_direction
         breakdown = ~(pAp > 0) | (pr == 0)
         alpha = jnp.where(breakdown, 0, pr / jnp.where(breakdown, 1, pAp))
         x = x + alpha * p
@@ -203,7 +223,8 @@ def solve(
         r, r_norm = lax.cond(r_norm <= tol, true_residual, lambda x, r, n: (r, n), x, r, r_norm)
         slot = k % m
         finite = jnp.isfinite(r_norm) & jnp.isfinite(pAp)
-        status = jnp.where(~finite, 3, jnp.where(r_norm <= tol, 1, jnp.where(breakdown, 2, 0)))
+        failed = jnp.where(bad_direction, 5, jnp.where(indefinite, 4, jnp.where(breakdown, 2, 0)))
+        status = jnp.where(~finite, 3, jnp.where(r_norm <= tol, 1, failed))
         return dict(
             k=k + 1,
             x=x,
@@ -227,7 +248,17 @@ def solve(
             RESULTS.where(
                 status == 2,
                 RESULTS.breakdown,
-                RESULTS.where(status == 3, RESULTS.nonfinite, RESULTS.max_steps_reached),
+                RESULTS.where(
+                    status == 3,
+                    RESULTS.nonfinite,
+                    RESULTS.where(
+                        status == 4,
+                        RESULTS.not_positive_definite,
+                        RESULTS.where(
+                            status == 5, RESULTS.nonfinite_direction, RESULTS.max_steps_reached
+                        ),
+                    ),
+                ),
             ),
         ),
     )

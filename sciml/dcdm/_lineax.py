@@ -48,8 +48,10 @@ class DCDM(lx.AbstractLinearSolver):
     (a grid, any shape); `options={"y0": x0}` sets the initial guess.
 
     `stats` of the lineax `Solution` hold `num_steps`, `residual_norm` and
-    `residual_history` as in `solve`; a `nonfinite` iteration (NaN during the
-    solve) is reported as lineax's `breakdown`.
+    `residual_history` as in `solve`. lineax's results cannot carry ours: a
+    `nonfinite` iteration, an operator that is `not_positive_definite` and a
+    `nonfinite_direction` are all reported as lineax's `breakdown`; call
+    [`solve`][sciml.dcdm.solve] for the named cause.
 
     ```python
     import jax

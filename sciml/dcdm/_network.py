@@ -20,8 +20,18 @@ the same weights work on any grid whose sides are even: a model trained at 64³
 is applied at 128³. The paper's N = 64 model has 2 + 3 + 2 pairs (4 + 6 + 4
 convs), 97,457 parameters in 3-D.
 
-Optionally (as in Lan et al., ICML 2024) three more input channels carry the
-one-hot cell labels (fluid / solid / air), so the network sees the geometry.
+Fidelity to the reference code (Keras): biases start at zero (Keras's
+default), and with `reference_layout=True` the full-resolution stage is the
+reference's chain `a = σ(conv s₀)`, pairs `a ← a + σ(conv σ(conv a))`, then the
+skip `s = σ(conv a)`, taken after a ReLU rather than after a residual sum (the
+same number of convolutions). The paper has no label channels; optionally (as
+in Lan et al., ICML 2024) three more input channels carry the one-hot cell
+labels (fluid / solid / air), so the network sees the geometry.
+
+A network with biases or label channels has an even part (`f(−r) ≠ −f(r)`)
+that adds the same field to every direction, whatever the residual; inside
+the iteration that stalls it. `odd=True` keeps only the odd part,
+`f(r) = (g(r) − g(−r)) / 2` (labels unchanged), twice the cost of a pass.
 """
 
 from __future__ import annotations
@@ -59,9 +69,8 @@ class _Pair(eqx.Module):
 
     def __init__(self, dim, width, activation, bias, dtype, *, key):
         k1, k2 = jax.random.split(key)
-        conv = dict(padding=1, use_bias=bias, dtype=dtype)
-        self.conv1 = eqx.nn.Conv(dim, width, width, 3, **conv, key=k1)
-        self.conv2 = eqx.nn.Conv(dim, width, width, 3, **conv, key=k2)
+        self.conv1 = _conv(dim, width, width, 3, bias, dtype, k1)
+        self.conv2 = _conv(dim, width, width, 3, bias, dtype, k2)
         self.activation = activation
 
     def __call__(self, x):
@@ -72,6 +81,16 @@ def _stack(pairs, x):
     for pair in pairs:
         x = pair(x)
     return x
+
+
+def _conv(dim, c_in, c_out, size, bias, dtype, key):
+    """A "same" convolution whose bias (if any) starts at zero, as in Keras."""
+    conv = eqx.nn.Conv(
+        dim, c_in, c_out, size, padding=size // 2, use_bias=bias, dtype=dtype, key=key
+    )
+    if bias:
+        conv = eqx.tree_at(lambda c: c.bias, conv, jnp.zeros_like(conv.bias))
+    return conv
 
 
 class DCDMNet(eqx.Module):
@@ -86,10 +105,15 @@ class DCDMNet(eqx.Module):
     - `label_channels`: if True, three more input channels carry the one-hot
       fluid / solid / air labels (use [`label_channels`][sciml.dcdm.label_channels]).
     - `activation`: the nonlinearity (ReLU).
-    - `bias`: whether the convolutions have biases (True in the paper). With
-      `bias=False`, an identity `activation` and no label channels the
-      network is a linear map (used by
+    - `bias`: whether the convolutions have biases (True in the paper;
+      initialised to zero, as in Keras). With `bias=False` a ReLU network
+      without label channels is positively homogeneous (`f(c r) = c f(r)`,
+      `c > 0`); with an identity `activation` too it is a linear map (used by
       [`SymmetricDCDMNet`][sciml.dcdm.SymmetricDCDMNet]).
+    - `odd`: keep only the odd part `(g(r) − g(−r)) / 2`, so `f(−r) = −f(r)`
+      exactly.
+    - `reference_layout`: the reference code's full-resolution stage (see the
+      module docstring; needs `pairs[0] >= 1`).
     - `dtype`: parameter dtype (float32 by default, also when float64 is on:
       the outer iteration runs in float64, the network in float32).
     - `key`: PRNG key for the initialisation.
@@ -103,8 +127,12 @@ class DCDMNet(eqx.Module):
     mid: tuple[_Pair, ...]
     up: tuple[_Pair, ...]
     head: eqx.nn.Conv
+    down_in: eqx.nn.Conv | None
+    down_out: eqx.nn.Conv | None
+    activation: Callable = eqx.field(static=True)
     dim: int = eqx.field(static=True)
     in_channels: int = eqx.field(static=True)
+    odd: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -115,6 +143,8 @@ class DCDMNet(eqx.Module):
         label_channels: bool = False,
         activation: Callable = jax.nn.relu,
         bias: bool = True,
+        odd: bool = False,
+        reference_layout: bool = False,
         dtype=jnp.float32,
         key: PRNGKeyArray,
     ):
@@ -126,19 +156,31 @@ class DCDMNet(eqx.Module):
             raise ValueError(
                 f"`pairs` must be three integers >= 0 (full, half, full resolution), got {pairs!r}."
             )
+        if reference_layout and pairs[0] < 1:
+            raise ValueError(
+                f"`reference_layout=True` needs pairs[0] >= 1 (two single convolutions around "
+                f"pairs[0] − 1 pairs), got pairs={pairs!r}."
+            )
         width = check_positive_int("width", width)
         self.dim = dim
         self.in_channels = 4 if label_channels else 1
-        keys = iter(jax.random.split(key, 2 + sum(pairs)))
+        self.odd = bool(odd)
+        self.activation = activation
+        keys = iter(jax.random.split(key, 4 + sum(pairs)))
         bias = bool(bias)
-        self.stem = eqx.nn.Conv(
-            dim, self.in_channels, width, 3, padding=1, use_bias=bias, dtype=dtype, key=next(keys)
-        )
+        self.stem = _conv(dim, self.in_channels, width, 3, bias, dtype, next(keys))
+        if reference_layout:
+            pairs = (pairs[0] - 1, *pairs[1:])
+            self.down_in, self.down_out = (
+                _conv(dim, width, width, 3, bias, dtype, next(keys)) for _ in range(2)
+            )
+        else:
+            self.down_in = self.down_out = None
         self.down, self.mid, self.up = (
             tuple(_Pair(dim, width, activation, bias, dtype, key=next(keys)) for _ in range(p))
             for p in pairs
         )
-        self.head = eqx.nn.Conv(dim, width, 1, 1, use_bias=bias, dtype=dtype, key=next(keys))
+        self.head = _conv(dim, width, 1, 1, bias, dtype, next(keys))
 
     @property
     def dtype(self):
@@ -162,8 +204,18 @@ class DCDMNet(eqx.Module):
                 f"every side of the grid must be even (one 2× pooling level), got {x.shape[1:]}; "
                 "pad the grid with SOLID cells to an even size."
             )
-        h = self.stem(x.astype(self.stem.weight.dtype))
-        skip = _stack(self.down, h)
+        x = x.astype(self.stem.weight.dtype)
+        if not self.odd:
+            return self._forward(x)
+        return (self._forward(x) - self._forward(x.at[0].multiply(-1))) / 2
+
+    def _forward(self, x):
+        h = self.stem(x)
+        if self.down_in is None:
+            skip = _stack(self.down, h)
+        else:  # the reference's chain: the skip is taken after a ReLU
+            h = _stack(self.down, self.activation(self.down_in(h)))
+            skip = self.activation(self.down_out(h))
         h = _stack(self.mid, avg_pool2(skip))
         h = _stack(self.up, upsample2(h) + skip)
         return self.head(h)[0]

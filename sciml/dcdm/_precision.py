@@ -90,12 +90,12 @@ def failure_messages(routine: str, rtol, max_steps: int, dtype) -> tuple[str, ..
         "to read solution.stats."
     )
     messages[RESULTS.breakdown._value] = (
-        f"{routine}: breakdown: a search direction p with pᵀAp <= 0 or pᵀr = 0. Likely "
-        "causes: (1) the operator is not symmetric positive (semi-)definite (a sign error in "
-        "apply_A, a non-symmetric stencil, or Dirichlet/Neumann rows that break symmetry); "
-        "(2) a bad direction: the direction generator returned zeros, NaN-free garbage or a "
-        "direction orthogonal to the residual (an untrained or wrongly scaled network, a "
-        "preconditioner that is not SPD); (3) precision: the residual already sits at "
-        f"round-off for {dtype.name}."
+        f"{routine}: breakdown: the search direction is zero or orthogonal to the residual "
+        "(pᵀr = 0). Likely causes: (1) a bad direction: an untrained or wrongly scaled "
+        "network, a preconditioner that is not SPD, a direction_fn that returns zeros; "
+        f"(2) precision: the residual already sits at round-off for {dtype.name}."
+    )
+    messages[RESULTS.nonfinite_input._value] = (
+        f"{routine}: `b` or `x0` contains NaN or Inf; the solve needs finite input."
     )
     return tuple(messages)

@@ -267,11 +267,12 @@ def test_failures_are_reported_never_claimed_as_convergence():
     zero = solve(apply_A, jnp.asarray(b), lambda r: 0 * r, throw=False)
     assert zero.result == RESULTS.breakdown
     indefinite = solve(lambda x: -x, jnp.asarray(b), lambda r: r, throw=False)
-    assert indefinite.result == RESULTS.breakdown
+    assert indefinite.result == RESULTS.not_positive_definite
     bad = jnp.asarray(b).at[0].set(jnp.nan)
-    assert solve(apply_A, bad, lambda r: r, throw=False).result == RESULTS.nonfinite_input
+    under_jit = jax.jit(lambda b: solve(apply_A, b, lambda r: r, throw=False).result)
+    assert under_jit(bad) == RESULTS.nonfinite_input
     nan_net = solve(apply_A, jnp.asarray(b), lambda r: r * jnp.nan, throw=False)
-    assert nan_net.result != RESULTS.successful
+    assert nan_net.result == RESULTS.nonfinite_direction
     zero_rhs = solve(apply_A, jnp.zeros_like(jnp.asarray(b)), lambda r: r, atol=1e-30)
     assert int(zero_rhs.stats["num_steps"]) == 0
 
@@ -307,3 +308,26 @@ def test_jit_and_vmap_agree_with_single_solves():
     batched = jax.jit(jax.vmap(one))(jnp.asarray(rhs))
     for i in range(3):
         np.testing.assert_allclose(batched[i], np.linalg.solve(A, rhs[i]), atol=1e-9)
+
+
+def test_bad_input_is_named():
+    """Non-finite tolerances, NaN in `b`, `x0` or the directions, an indefinite
+    operator and a dtype mismatch each get an error that names the cause."""
+    A, b = system()
+    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
+    b = jnp.asarray(b)
+    for rtol, atol in ((jnp.inf, 0.0), (1e-6, jnp.inf), (float("nan"), 0.0)):
+        with pytest.raises(ValueError, match="`rtol` and `atol`"):
+            solve(apply_A, b, lambda r: r, rtol=rtol, atol=atol)
+    with pytest.raises(ValueError, match="`b` contains NaN"):
+        solve(apply_A, b.at[3].set(jnp.nan), lambda r: r)
+    with pytest.raises(ValueError, match="`x0` contains NaN"):
+        solve(apply_A, b, lambda r: r, x0=jnp.zeros_like(b).at[0].set(jnp.inf))
+    with pytest.raises(ValueError, match="`apply_A` must return the dtype of `b`"):
+        solve(lambda x: apply_A(x).astype(jnp.float32), b, lambda r: r)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="not positive definite"):
+        solve(lambda x: -apply_A(x), b, lambda r: r).value.block_until_ready()
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`direction_fn`"):
+        solve(apply_A, b, lambda r: r / 0.0).value.block_until_ready()
+    with pytest.raises(Exception, match="`b` or `x0` contains NaN"):  # JaxRuntimeError
+        jax.jit(lambda b: solve(apply_A, b, lambda r: r).value)(b.at[0].set(jnp.nan))

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sciml.dcdm import DCDMNet, PrecisionWarning, dcdm_loss, direction_fn, solve
+from sciml.dcdm import DCDMNet, PrecisionWarning, a_norm_loss, dcdm_loss, direction_fn, solve
 
 
 def laplacian_2d(n):
@@ -59,3 +59,39 @@ def test_zero_iff_direction_proportional_to_inverse():
         assert float(dcdm_loss(perturbed, apply_A, b)) > 1e-12
     # identity directions are one steepest-descent step: loss < ‖b‖² = 1
     assert 0 < float(dcdm_loss(lambda r: r, apply_A, b)) < 1
+
+
+def test_a_norm_loss_equals_relative_a_norm_error_of_one_step(getkey):
+    """`1 − (qᵀb)²/((qᵀAq)(bᵀx*))` equals `‖x* − x₁‖²_A / ‖x*‖²_A` for the
+    iterate `x₁` of one DCDM step, with `x*` from a dense numpy solve."""
+    A, b, apply_A = setup()
+    net = DCDMNet(2, pairs=(1, 1, 1), dtype=jnp.float64, key=getkey())
+    f = direction_fn(net, jnp.ones((8, 8)))
+    x_star = np.stack([np.linalg.solve(A, np.asarray(bi).ravel()).reshape(8, 8) for bi in b])
+    errors = []
+    with warnings.catch_warnings():  # rtol=1e-14 on purpose: exactly one step
+        warnings.simplefilter("ignore", PrecisionWarning)
+        for bi, xi in zip(b, x_star, strict=True):
+            sol = solve(apply_A, bi, f, max_steps=1, n_orthogonal=0, rtol=1e-14, throw=False)
+            e = (xi - np.asarray(sol.value)).ravel()
+            errors.append((e @ A @ e) / (xi.ravel() @ A @ xi.ravel()))
+    loss = dcdm_loss(f, apply_A, b, jnp.asarray(x_star))
+    # measured: agree to ~1e-15; a wrong formula (e.g. the A²-norm, or bᵀb for
+    # bᵀx*) is off by O(1)
+    np.testing.assert_allclose(loss, np.mean(errors), rtol=1e-10)
+    assert 0.05 < float(loss) < 1  # a random network: a real error, not a trivial one
+    # per sample, too
+    for bi, xi, err in zip(b, x_star, errors, strict=True):
+        q = f(bi)
+        np.testing.assert_allclose(a_norm_loss(bi, q, apply_A(q), jnp.asarray(xi)), err, rtol=1e-10)
+
+
+def test_a_norm_loss_extremes_and_scale_invariance():
+    A, b, apply_A = setup()
+    x_star = jnp.stack([(jnp.asarray(np.linalg.inv(A)) @ bi.ravel()).reshape(8, 8) for bi in b])
+    inverse = lambda r: (jnp.asarray(np.linalg.inv(A)) @ r.ravel()).reshape(r.shape)  # noqa: E731
+    assert float(dcdm_loss(inverse, apply_A, b, x_star)) < 1e-13
+    zero = lambda r: jnp.zeros_like(r)  # noqa: E731
+    np.testing.assert_allclose(dcdm_loss(zero, apply_A, b, x_star), 1.0, rtol=1e-15)
+    base = dcdm_loss(lambda r: r, apply_A, b, x_star)
+    np.testing.assert_allclose(dcdm_loss(lambda r: -7.5 * r, apply_A, b, x_star), base, rtol=1e-12)

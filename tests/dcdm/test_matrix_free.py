@@ -160,5 +160,5 @@ def test_breakdown_message_names_the_operator_and_the_direction(system):
     def negative(x):  # -S: not positive definite
         return -apply(x)
 
-    with pytest.raises(Exception, match="not symmetric positive"):
+    with pytest.raises(Exception, match="not positive definite"):
         solve(negative, jnp.asarray(system), Identity(), rtol=1e-8).value.block_until_ready()

@@ -116,7 +116,7 @@ def test_direction_fn_does_not_depend_on_the_scale_of_the_residual(getkey, c):
     # A ReLU network with biases is not scale-equivariant: without the RMS
     # scaling the directions for r and c·r differ by 1e-2 to 1 (measured),
     # with it they agree to float32 rounding (1e-7).
-    net = DCDMNet(2, pairs=(1, 1, 1), key=getkey())
+    net = _random_biases(DCDMNet(2, pairs=(1, 1, 1), key=getkey()), getkey())
     fluid = jnp.ones((8, 8))
     f = direction_fn(net, fluid)
     r = jax.random.normal(getkey(), (8, 8))
@@ -124,3 +124,77 @@ def test_direction_fn_does_not_depend_on_the_scale_of_the_residual(getkey, c):
     np.testing.assert_allclose(qc, q, rtol=1e-4, atol=1e-5 * np.abs(q).max())
     unscaled = np.asarray(net((c * r)[None]))
     assert np.abs(unscaled / np.linalg.norm(unscaled) - q / np.linalg.norm(q)).max() > 1e-3
+
+
+def test_biases_start_at_zero_as_in_keras(getkey):
+    net = DCDMNet(2, pairs=(1, 1, 1), width=4, key=getkey())
+    biases = [
+        leaf
+        for leaf in jax.tree_util.tree_leaves(net)
+        if leaf.ndim == 3 and leaf.shape[1:] == (1, 1)
+    ]
+    assert biases and all(not np.any(b) for b in biases)
+
+
+def _random_biases(net, key):
+    """The same network with non-zero biases (so its even part is not zero)."""
+    is_bias = lambda x: isinstance(x, eqx.nn.Conv) and x.bias is not None  # noqa: E731
+    convs = [c for c in jax.tree_util.tree_leaves(net, is_leaf=is_bias) if is_bias(c)]
+    keys = jax.random.split(key, len(convs))
+    return eqx.tree_at(
+        lambda n: [c.bias for c in jax.tree_util.tree_leaves(n, is_leaf=is_bias) if is_bias(c)],
+        net,
+        [
+            jax.random.normal(k, c.bias.shape, c.bias.dtype)
+            for k, c in zip(keys, convs, strict=True)
+        ],
+    )
+
+
+def test_odd_variant_is_exactly_odd_and_the_plain_one_is_not(getkey):
+    labels = label_channels(np.random.default_rng(0).integers(0, 3, (8, 8)))
+    r = jax.random.normal(getkey(), (8, 8))
+    x, minus_x = (jnp.concatenate([s * r[None], labels]) for s in (1, -1))
+    key = getkey()
+    odd = _random_biases(
+        DCDMNet(2, pairs=(1, 1, 1), width=4, label_channels=True, odd=True, key=key), getkey()
+    )
+    np.testing.assert_array_equal(odd(minus_x), -odd(x))  # exactly, bit for bit
+    assert np.abs(odd(x)).max() > 0
+    plain = DCDMNet(2, pairs=(1, 1, 1), width=4, label_channels=True, key=key)
+    plain = _random_biases(plain, getkey())
+    assert np.abs(plain(minus_x) + plain(x)).max() > 1e-3 * np.abs(plain(x)).max()
+
+
+def test_bias_free_relu_network_is_positively_homogeneous(getkey):
+    net = DCDMNet(2, pairs=(1, 1, 1), width=4, bias=False, dtype=jnp.float64, key=getkey())
+    x = jax.random.normal(getkey(), (1, 8, 8), jnp.float64)
+    np.testing.assert_allclose(net(3.5 * x), 3.5 * net(x), rtol=1e-12, atol=1e-14)
+
+
+def test_reference_layout_matches_the_written_out_chain(getkey):
+    """The reference code's first stage: a = σ(conv s₀), pairs, skip = σ(conv a)."""
+    net = _random_biases(
+        DCDMNet(
+            2, pairs=(2, 1, 1), width=4, reference_layout=True, dtype=jnp.float64, key=getkey()
+        ),
+        getkey(),
+    )
+    plain = DCDMNet(2, pairs=(2, 1, 1), width=4, key=getkey())
+    assert count(net) == count(plain)  # the same number of convolutions
+    x = jax.random.normal(getkey(), (1, 8, 8), jnp.float64)
+    relu = jax.nn.relu
+    s0 = net.stem(x)
+    a = relu(net.down_in(s0))
+    (pair,) = net.down
+    a = a + relu(pair.conv2(relu(pair.conv1(a))))
+    skip = relu(net.down_out(a))
+    (mid,) = net.mid
+    h = avg_pool2(skip)
+    h = h + relu(mid.conv2(relu(mid.conv1(h))))
+    h = upsample2(h) + skip
+    (up,) = net.up
+    h = h + relu(up.conv2(relu(up.conv1(h))))
+    np.testing.assert_allclose(net(x), net.head(h)[0], rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="reference_layout"):
+        DCDMNet(2, pairs=(0, 1, 1), reference_layout=True, key=getkey())

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sciml.dcdm import dataset_key, lanczos, low_count, ritz_dataset, ritz_pairs, ritz_rhs
-from solvers.poisson import assemble, make_scene
+from solvers.poisson import FLUID, assemble, make_scene
 
 
 def dense_system(n=12, seed=0):
@@ -94,3 +94,31 @@ def test_hdf5_cache_is_reused_and_resumable(tmp_path):
     # another scene or setting gets another group
     assert dataset_key(labels, n_ritz=20) != dataset_key(labels, n_ritz=21)
     assert dataset_key(labels, n_ritz=20) != dataset_key(labels.T.copy(), n_ritz=20)
+
+
+def test_exact_solutions_are_stored_and_cached(tmp_path):
+    """With `solve_A` the data set holds `A⁻¹ b` beside each right-hand side
+    (checked against a dense solve), computed once and read back after."""
+    labels = make_scene(8, seed=0, n_obstacles=1, free_surface=True)
+    A = assemble(labels)
+    apply_A = lambda x: (A @ np.asarray(x).ravel()).reshape(labels.shape)  # noqa: E731
+    fluid = np.flatnonzero(labels.ravel() == FLUID)
+    dense = A.toarray()[np.ix_(fluid, fluid)]
+    solves = []
+
+    def solve_A(b):
+        solves.append(1)
+        x = np.zeros(b.size)
+        x[fluid] = np.linalg.solve(dense, b.ravel()[fluid])
+        return x.reshape(b.shape)
+
+    settings = dict(n_ritz=20, seed=4, chunk=3)
+    part = ritz_dataset(tmp_path / "a.h5", apply_A, labels, n_rhs=4, solve_A=solve_A, **settings)
+    data = ritz_dataset(tmp_path / "a.h5", apply_A, labels, n_rhs=7, solve_A=solve_A, **settings)
+    assert len(solves) == 7  # the first four were read back
+    np.testing.assert_array_equal(part["solutions"], data["solutions"][:4])
+    for b, x in zip(data["rhs"], data["solutions"], strict=True):
+        exact = np.linalg.solve(dense, b.ravel()[fluid].astype(float))
+        # float32 storage: relative error ~6e-8 (one rounding)
+        np.testing.assert_allclose(x.ravel()[fluid], exact, rtol=0, atol=3e-7 * abs(exact).max())
+        assert not x.ravel()[np.setdiff1d(np.arange(x.size), fluid)].any()

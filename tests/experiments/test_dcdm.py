@@ -35,9 +35,11 @@ def test_tiny_config_trains_and_compares(name, tmp_path):
     assert (tmp_path / "ritz.h5").is_file()
 
 
-def test_tiny_config_with_the_symmetric_model(tmp_path):
+@pytest.mark.parametrize("kind", ["symmetric", "multilevel"])
+def test_tiny_config_with_a_symmetric_model(kind, tmp_path):
+    """The symmetric generators train with the A-norm loss (in [0, 1])."""
     config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
-    config.model.kind = "symmetric"
+    config.model.kind = kind
     config.model.label_channels = False
     config.eval.methods = ("dcdm", "cg")
     summary = run.main_from_config(config, tmp_path)
@@ -61,3 +63,23 @@ def test_bad_model_block_is_refused_before_the_data_are_built(kind, labels, matc
     with pytest.raises(ValueError, match=match):
         run.main_from_config(config, tmp_path)
     assert not (tmp_path / "ritz.h5").exists()
+
+
+def test_one_step_losses_report_the_paper_and_the_a_norm_loss(tmp_path):
+    """Both losses for the network and every baseline; the A-norm loss lies in
+    [0, 1] and ranks AMG (a near-inverse) ahead of plain CG (M = I)."""
+    from experiments.tasks.dcdm import make_model, one_step_losses
+
+    config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
+    config.model.kind = "multilevel"
+    losses = one_step_losses(make_model(config), config, tmp_path, n_samples=8)
+    assert set(losses) == METHODS
+    for values in losses.values():
+        assert set(values) == {
+            "ritz_valid",
+            "white_noise",
+            "ritz_valid_a_norm",
+            "white_noise_a_norm",
+        }
+        assert all(0 <= values[k] <= 1 for k in ("ritz_valid_a_norm", "white_noise_a_norm"))
+    assert losses["amg"]["ritz_valid_a_norm"] < losses["cg"]["ritz_valid_a_norm"]

@@ -1,0 +1,142 @@
+r"""A multilevel symmetric direction generator `M = Nᵀ N`, `N` a linear V-cycle.
+
+One pooling level (the paper's network, [`SymmetricDCDMNet`][sciml.dcdm.SymmetricDCDMNet])
+sees a radius of about twenty cells, so its iteration counts grow like the
+grid side. Here `N` is a linear U-Net whose depth follows the grid: it pools
+until the coarsest side is at most `coarsest` cells, `⌊log₂(n / coarsest)⌋`
+levels for an `n`-cell side, with the same convolutions on every level, so
+one set of weights serves every grid size. On each level
+
+$$V(h) = S_{\text{post}}\big(s + g\,U\,V(P s)\big),\qquad s = S_{\text{pre}}(h),$$
+
+with `P` 2×2(×2) average pooling, `U` nearest-neighbour upsampling, `S` a few
+linear residual convolutions `h ↦ h + K h` (3×3(×3), `width` channels, no
+bias), the coarsest level `S_coarse(s)` instead, and a learned gain `g`
+(initialised to 2) for the coarse correction: the inverse of a Laplacian
+grows by 4 per coarser level on the lowest modes, so `NᵀN` needs `g ≈ 2` per
+level, which weights shared across levels could not produce. `N = V ∘ stem`
+maps `(1, *grid)` to `(width, *grid)`, and
+
+$$f(r) = N^\top N\, r$$
+
+with `Nᵀ` the exact transpose (`jax.linear_transpose`: adjoint convolutions,
+pooling ↔ upsampling). Bound to a scene by [`direction_fn`][sciml.dcdm.direction_fn]
+(the fluid mask `D` on both sides) the generator is `D Nᵀ N D`: symmetric and
+positive semi-definite by construction, definite on the fluid cells whenever
+`N` is injective there (generic weights: `N` has `width` outputs per input
+cell), so [`solve`][sciml.dcdm.solve] with it *is* PCG. One evaluation costs
+two passes of `N`; train it with the A-norm loss
+([`a_norm_loss`][sciml.dcdm.a_norm_loss]).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .._checks import check_positive_int
+from ._network import avg_pool2, upsample2
+
+
+def _smooth(convs: tuple[eqx.nn.Conv, ...], h: Array) -> Array:
+    for conv in convs:
+        h = h + conv(h)
+    return h
+
+
+class MultilevelDCDMNet(eqx.Module):
+    """`x ↦ Nᵀ N x` with `N` a linear V-cycle: one sample `(1, *grid) → grid`.
+
+    **Arguments:**
+
+    - `dim`: 2 or 3 (spatial dimensions).
+    - `width`: feature channels of `N` (also its output channels).
+    - `smooth`: linear residual convolutions before and after the coarse
+      correction on every level, and on the coarsest level.
+    - `coarsest`: pool while every side is even and the smallest exceeds this.
+    - `dtype`: parameter dtype (float32 by default).
+    - `key`: PRNG key for the initialisation.
+
+    Calling: `net(x)` with `x` of shape `(1, *grid)`; returns `grid`. Use it
+    through [`direction_fn`][sciml.dcdm.direction_fn] like the other
+    generators. `net.levels(grid)` is the number of levels used on `grid`.
+    """
+
+    stem: eqx.nn.Conv
+    pre: tuple[eqx.nn.Conv, ...]
+    post: tuple[eqx.nn.Conv, ...]
+    coarse: tuple[eqx.nn.Conv, ...]
+    gain: Float[Array, ""]
+    dim: int = eqx.field(static=True)
+    coarsest: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int = 2,
+        *,
+        width: int = 8,
+        smooth: int = 2,
+        coarsest: int = 4,
+        dtype=jnp.float32,
+        key: PRNGKeyArray,
+    ):
+        if dim not in (2, 3):
+            raise ValueError(f"`dim` must be 2 or 3, got {dim!r}.")
+        width = check_positive_int("width", width)
+        smooth = check_positive_int("smooth", smooth)
+        self.coarsest = check_positive_int("coarsest", coarsest)
+        self.dim = dim
+        keys = iter(jax.random.split(key, 1 + 3 * smooth))
+
+        def conv(c_in, scale):
+            c = eqx.nn.Conv(
+                dim, c_in, width, 3, padding=1, use_bias=False, dtype=dtype, key=next(keys)
+            )
+            return eqx.tree_at(lambda c: c.weight, c, c.weight * scale)
+
+        self.stem = conv(1, 1.0)
+        # small residual branches: N starts near a (pooled) identity
+        self.pre, self.post, self.coarse = (
+            tuple(conv(width, 0.3) for _ in range(smooth)) for _ in range(3)
+        )
+        self.gain = jnp.asarray(2.0, dtype)
+
+    @property
+    def in_channels(self) -> int:
+        return 1
+
+    @property
+    def dtype(self):
+        """The parameter dtype (the network runs in it)."""
+        return self.stem.weight.dtype
+
+    def levels(self, grid: tuple[int, ...]) -> int:
+        """How many times `grid` is pooled (0: the coarsest level only)."""
+        levels = 0
+        while min(grid) > self.coarsest and all(n % 2 == 0 for n in grid):
+            grid = tuple(n // 2 for n in grid)
+            levels += 1
+        return levels
+
+    def _vcycle(self, h: Array) -> Array:
+        s = _smooth(self.pre, h)
+        if self.levels(s.shape[1:]) == 0:
+            return _smooth(self.coarse, s)
+        return _smooth(self.post, s + self.gain * upsample2(self._vcycle(avg_pool2(s))))
+
+    def factor(self, x: Float[Array, " 1 *grid"]) -> Float[Array, " width *grid"]:
+        """`N x`, the linear V-cycle."""
+        if x.ndim != self.dim + 1 or x.shape[0] != 1:
+            raise ValueError(
+                f"a {self.dim}-D MultilevelDCDMNet takes `(1, *grid)` with a {self.dim}-D grid, "
+                f"got shape {x.shape}."
+            )
+        return self._vcycle(self.stem(x.astype(self.dtype)))
+
+    def __call__(self, x: Float[Array, " 1 *grid"]) -> Float[Array, "*grid"]:
+        x = x.astype(self.dtype)
+        y = self.factor(x)
+        (z,) = jax.linear_transpose(self.factor, x)(y)
+        return z[0]

@@ -1,0 +1,83 @@
+"""Trained direction generators shipped with the package.
+
+`pretrained("poisson2d")` is a [`MultilevelDCDMNet`][sciml.dcdm.MultilevelDCDMNet]
+(fully convolutional, one set of weights for every grid size) for the 2-D
+voxel pressure-Poisson matrix of `solvers.poisson` (fluid unknowns, solid
+walls as Neumann, air as Dirichlet), trained with the A-norm loss on one 64²
+scene. Its weights are stored as raw leaves (`equinox.tree_serialise_leaves`,
+no pickle) beside a JSON file with the architecture, the training command and
+one iteration count recorded when the weights were written, which the tests
+reproduce.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import equinox as eqx
+import jax
+
+from ._multilevel import MultilevelDCDMNet
+
+
+NAMES = ("poisson2d",)
+
+
+def pretrained_info(name: str = "poisson2d") -> dict:
+    """The JSON record beside the weights of `name`: `architecture`,
+    `training_command` and `recorded` (scene, right-hand side, tolerance and
+    the iteration count measured when the weights were written)."""
+    if name not in NAMES:
+        raise ValueError(f"`name` must be one of {NAMES}, got {name!r}.")
+    return json.loads(resources.files(__package__).joinpath(f"weights/{name}.json").read_text())
+
+
+def pretrained(name: str = "poisson2d") -> MultilevelDCDMNet:
+    """A trained direction generator, ready for [`direction_fn`][sciml.dcdm.direction_fn].
+
+    ```python
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the float64 outer loop; before any array
+
+    import jax.numpy as jnp
+    import sciml.dcdm
+
+
+    def poisson(x):  # the 5-point Laplacian of a 64² box of fluid (Dirichlet walls)
+        xp = jnp.pad(x, 1)
+        return 4 * x - xp[:-2, 1:-1] - xp[2:, 1:-1] - xp[1:-1, :-2] - xp[1:-1, 2:]
+
+
+    fluid = jnp.ones((64, 64))  # 1 at the unknowns, 0 at solid and air cells
+    f = sciml.dcdm.direction_fn(sciml.dcdm.pretrained("poisson2d"), fluid)
+    sol = sciml.dcdm.solve(poisson, jnp.ones((64, 64)), f, rtol=1e-6, max_steps=1000)
+    print(sol.stats["num_steps"])
+    ```
+
+    **Arguments:** `name`: `"poisson2d"`, trained by
+
+    ```
+    python -m experiments.run --config experiments/configs/dcdm_poisson2d.py \\
+      --config.model.kind=multilevel --config.model.width=8 --config.model.smooth=2 \\
+      --config.data.resolution=64 --config.data.n_ritz=800 --config.data.n_rhs=1000 \\
+      --config.train.steps=1500 --config.train.batch_size=8 --workdir runs/ml64
+    ```
+
+    (the A-norm loss is the default for this model; the command is also in
+    `pretrained_info(name)["training_command"]`).
+
+    **Returns:** the network, float32 parameters.
+    """
+    info = pretrained_info(name)
+    arch = info["architecture"]
+    skeleton = MultilevelDCDMNet(
+        arch["dim"],
+        width=arch["width"],
+        smooth=arch["smooth"],
+        coarsest=arch["coarsest"],
+        key=jax.random.key(0),
+    )
+    with resources.files(__package__).joinpath(f"weights/{name}.eqx").open("rb") as f:
+        return eqx.tree_deserialise_leaves(f, skeleton)
