@@ -41,6 +41,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.problem.scene = "stretch"  # or "free_fall", "column", "floor"
     config.problem.dt = 0.0  # 0: the scene's default
     config.problem.t1 = 0.0  # 0: the scene's default
+    config.problem.exact_boundary = False  # True: distance-function factors, no penalty
 
     config.solver = ml_collections.ConfigDict()
     config.solver.name = "least_squares"  # or "adam" (the paper's loop)
@@ -49,6 +50,14 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.max_steps = 30
     config.solver.rtol = 1e-6
     config.solver.atol = 1e-9
+    config.solver.rounds = 1  # point sets per solve, each drawn fresh
+    config.solver.n_grid = 0  # points of a fixed quadrature grid added to the random ones
+    config.solver.n_heldout = 0  # held-out points for the overfitting check (0: n_points)
+    config.solver.grad_rtol = 1e-3  # converged when |J^T r| <= grad_rtol |J^T r_0| (0: off)
+    config.solver.overfit_rtol = 0.05  # held-out energy above training by this: overfitted
+    config.solver.matrix_free = False  # CG on J^T J through JVP / VJP instead of Cholesky
+    config.solver.cg_rtol = 1e-8  # matrix_free only
+    config.solver.cg_max_steps = 200  # matrix_free only
     add_adam_and_initial(config, initial_steps=40)
 
     config.eval = ml_collections.ConfigDict()
