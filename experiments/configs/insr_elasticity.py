@@ -10,7 +10,9 @@ Levenberg–Marquardt per-step solver in float64; `--config.problem.scene=` pick
 `problem.t1` at 0 take the scene's defaults (`SCENE_TIMES` in the task). The
 full-size least-squares solves factor a 14,418² normal matrix per iteration:
 a GPU job. The `tiny` variant (`insr_elasticity.py:tiny`, the released column
-for 3 steps) runs in seconds for the tests.
+for 3 steps) runs in seconds for the tests; `small` is the released column at
+the size of the benchmark table (SIREN 2×20 against P1 / P2 meshes of the
+same memory, ten points per weight).
 """
 
 import ml_collections
@@ -31,6 +33,22 @@ def tiny(config: ml_collections.ConfigDict) -> None:
     config.initial.max_steps = 10
     config.eval.n_grid = 16
     config.eval.snapshots = 2
+
+
+def small(config: ml_collections.ConfigDict) -> None:
+    """The released column at the benchmark's size: SIREN 2×20 (942 weights,
+    the memory of the P1 / P2 meshes), 5 steps, ten points per weight."""
+    config.problem.scene = "column"
+    config.problem.dt = 0.08
+    config.problem.t1 = 0.4  # 5 steps
+    config.field.width = 20
+    config.field.hidden_layers = 2
+    config.solver.n_points = 10000
+    config.solver.n_boundary = 150
+    config.solver.max_steps = 20
+    config.solver.n_heldout = 8000
+    config.initial.max_steps = 40
+    config.eval.n_grid = 32
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
@@ -63,4 +81,4 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.eval = ml_collections.ConfigDict()
     config.eval.n_grid = 64  # n × n midpoint quadrature of the body for energies and errors
     config.eval.snapshots = 4
-    return defaults.select_variant(config, variant, tiny=tiny)
+    return defaults.select_variant(config, variant, tiny=tiny, small=small)
