@@ -146,9 +146,8 @@ fig.tight_layout()
 # (points × residuals per point) are not many more than the weights, the
 # network can push the sampled loss below the true minimum by letting the
 # residual grow between the points: it overfits, and more iterations on the
-# same points make it worse. Advection above uses 2,000 points for 901
-# weights with one residual per point and a smooth answer, and the held-out
-# error stays at the training error. Elasticity is harder: its energy
+# same points make it worse. Advection above has one residual per point, a
+# smooth answer and 2,000 points for 901 weights. Elasticity is harder: its energy
 # depends on $\nabla u$, where a SIREN with $\omega_0 = 30$ oscillates
 # fastest. On one step of the released column (SIREN 2×20, 942 weights,
 # 2,000 points, Levenberg–Marquardt) the training-point energy fell to
