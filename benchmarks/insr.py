@@ -18,21 +18,40 @@ semi-Lagrangian 48² grids, seconds per step and parameter bytes (velocity +
 pressure). The default run is short (`--tg-steps 2`, SIREN 2×16 fields,
 2000 points); `--tg-paper-sizes` uses the paper's 3×32 fields and 8000 points.
 
-usage: python -m benchmarks.insr [--problems advection taylor_green]
+Elasticity, one step (`--problems elasticity_step`): the released column
+(SIREN 2×20 = 942 weights, Δt = 0.08, float64, Levenberg–Marquardt) fitted
+to its first mode and stepped once, printing the fit's value and strain
+errors, the step's energy on its training points and on held-out points, the
+total energy ratio `E₁/E₀` on a 32² grid against implicit Euler's, the
+gradient and loss ratios and the step's result — the overfitting measurement
+of the sampling options (`--points`, `--rounds`, `--grid`, `--value-fit`).
+
+usage: python -m benchmarks.insr [--problems advection taylor_green elasticity_step]
        [--steps 240] [--solvers least_squares adam] [--adam-max-iters 20000]
        [--tg-steps 2] [--tg-paper-sizes] [--quick]
+       [--points 2000] [--rounds 1] [--grid 0] [--value-fit] [--exact-boundary]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
+import time
 from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import optimistix as optx
 
 from benchmarks._common import emit, environment
 from experiments.configs import insr_advection1d, insr_taylor_green
 from experiments.tasks import insr_taylor_green as taylor_green_task
 from experiments.tasks.insr_advection1d import train_and_evaluate
+from sciml import insr
+from sciml.solution import result_name
 
 
 KEYS = (
@@ -60,12 +79,84 @@ def main(argv=None):
     parser.add_argument("--problems", nargs="+", default=["advection", "taylor_green"])
     parser.add_argument("--tg-steps", type=int, default=2)
     parser.add_argument("--tg-paper-sizes", action="store_true")
+    parser.add_argument("--points", type=int, default=2000, help="elasticity: points per set")
+    parser.add_argument("--rounds", type=int, default=1, help="elasticity: point sets per solve")
+    parser.add_argument("--grid", type=int, default=0, help="elasticity: quadrature grid points")
+    parser.add_argument("--value-fit", action="store_true", help="elasticity: fit values only")
+    parser.add_argument("--exact-boundary", action="store_true")
     args = parser.parse_args(argv)
     emit({"benchmark": "insr", **environment()})
     if "advection" in args.problems:
         advection(args)
     if "taylor_green" in args.problems:
         taylor_green(args)
+    if "elasticity_step" in args.problems:
+        with jax.enable_x64(True):
+            elasticity_step(args)
+
+
+def column_energy(problem, fields, x, dt):
+    """`(E₀, E₁)`: mean kinetic plus elastic energy over `x` of the fit and the
+    step (the body starts at rest)."""
+    before, after = fields
+    psi = [jnp.mean(jax.vmap(lambda y, f=f: problem.energy_density(f, y))(x)) for f in fields]
+    velocity = (jax.vmap(after)(x) - jax.vmap(before)(x)) / dt
+    kinetic = problem.mass * jnp.mean(jnp.sum(velocity**2, -1))
+    return float(psi[0]), float(psi[1] + kinetic)
+
+
+def elasticity_step(args):
+    dt = 0.08
+    problem = insr.Elasticity2D.scene("column", exact_boundary=args.exact_boundary)
+    network = insr.SIREN(2, 2, width=20, hidden_layers=2, omega0=30.0, key=jax.random.key(0))
+    optimiser = optx.LevenbergMarquardt(
+        rtol=1e-6, atol=1e-9, linear_solver=lx.Normal(lx.Cholesky())
+    )
+    sampling = dict(n_points=args.points, rounds=args.rounds, n_grid=args.grid, n_heldout=8000)
+    solver = insr.LeastSquaresSolver(
+        optimiser, n_boundary=150, max_steps=20, grad_rtol=1e-3, overfit_rtol=0.05, **sampling
+    )
+    fitter = insr.LeastSquaresSolver(optimiser, max_steps=40, **sampling)
+    objective = insr.InitialObjective(problem, gradient_weight=0.0 if args.value_fit else None)
+    start = time.perf_counter()
+    fit = eqx.filter_jit(lambda f, k: fitter.solve(objective, f, key=k))(
+        problem.constrain(network), jax.random.key(1)
+    )
+    integrator = insr.IncrementalPotential(solver)
+    sol, _ = eqx.filter_jit(lambda f, k: integrator.step(f, problem, 0.0, dt, key=k))(
+        fit.value, jax.random.key(2)
+    )
+    jax.block_until_ready(sol.stats["loss"])
+    n = 32
+    axes = [
+        lo + (hi - lo) * (jnp.arange(n) + 0.5) / n for lo, hi in zip(problem.lower, problem.upper)
+    ]
+    x = jnp.stack(jnp.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2)
+    exact_u = jax.vmap(problem.initial_condition)(x)
+    exact_grad = jax.vmap(jax.jacfwd(problem.initial_condition))(x)
+    fit_grad = jax.vmap(jax.jacfwd(fit.value))(x)
+    e0, e1 = column_energy(problem, (fit.value, sol.value), x, dt)
+    omega = math.pi * math.sqrt((problem.a + problem.b) / problem.mass) / 4
+    emit(
+        {
+            "problem": "elasticity_step",
+            **sampling,
+            "value_fit": args.value_fit,
+            "exact_boundary": args.exact_boundary,
+            "fit_value_rms": float(jnp.sqrt(jnp.mean((jax.vmap(fit.value)(x) - exact_u) ** 2))),
+            "fit_strain_error": float(
+                jnp.linalg.norm(fit_grad - exact_grad) / jnp.linalg.norm(exact_grad)
+            ),
+            "energy_train": float(sol.stats["energy"]),
+            "energy_heldout": float(sol.stats["energy_heldout"]),
+            "energy_ratio": e1 / e0,
+            "implicit_euler": 1 / (1 + omega**2 * dt**2),
+            "grad_ratio": float(sol.stats["grad_ratio"]),
+            "loss_ratio": float(sol.stats["loss_ratio"]),
+            "result": "successful" if bool(sol.successful) else result_name(sol.result),
+            "seconds": time.perf_counter() - start,
+        }
+    )
 
 
 def taylor_green(args):

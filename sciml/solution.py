@@ -72,6 +72,13 @@ with warnings.catch_warnings():
             "AdamSolver's learning_rate, or use LeastSquaresSolver; read solution.stats "
             "'loss_initial' and 'loss' per step."
         )
+        insr_overfitted = (
+            "sciml.insr: a time step (or the initial fit) lowered its objective on the training "
+            "points but not between them: the energy on held-out points exceeds the "
+            "training-point energy by more than LeastSquaresSolver's overfit_rtol. Use more "
+            "interior points per weight (n_points, n_grid) or redraw them (rounds); read "
+            "solution.stats 'energy' and 'energy_heldout' per step."
+        )
 
 
 def result_name(result: RESULTS) -> str:

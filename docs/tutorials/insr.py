@@ -140,6 +140,41 @@ fig.tight_layout()
 # with all four curves.
 
 # %% [markdown]
+# ## How many points per weight
+#
+# A step minimises its objective *on its points*. When the residual rows
+# (points × residuals per point) are not many more than the weights, the
+# network can push the sampled loss below the true minimum by letting the
+# residual grow between the points: it overfits, and more iterations on the
+# same points make it worse. Advection above has one residual per point, a
+# smooth answer and 2,000 points for 901 weights. Elasticity is harder: its energy
+# depends on $\nabla u$, where a SIREN with $\omega_0 = 30$ oscillates
+# fastest. On one step of the released column (SIREN 2×20, 942 weights,
+# 2,000 points, Levenberg–Marquardt) the training-point energy fell to
+# 1.34e-2 while the energy on 8,000 held-out points was 6.62e-2, and the
+# total energy grew by a factor 2.27 in a step that should lose 4 %.
+#
+# What to do, in this order:
+#
+# - **Fit the initial condition in $H^1$** where the energy depends on
+#   $\nabla u$: `InitialObjective` matches gradients as well as values for
+#   `Elasticity2D` (its `initial_gradient_weight` is 1). On the column the
+#   strain error of the fit fell from 13.4 % to 1.5 % (value error
+#   5.8e-5 → 1.3e-5), and the step's `E₁/E₀` from 2.27 to 1.38 — still
+#   overfitted at 2,000 points.
+# - **Use at least ten points per weight** (`n_points`), redraw them within
+#   the solve (`rounds`), or add a fixed quadrature grid (`n_grid`). With
+#   10,000 points (10.6 per weight) the same step's held-out energy was
+#   1.88e-2 against 1.77e-2 on its training points (at 2,000 points: 3.66e-2
+#   against 1.49e-2), and the energy no longer grew; the step then needs
+#   more iterations to converge (the benchmarks page has the table).
+# - **Watch the held-out energy**: every least-squares solve reports
+#   `energy` (training points) and `energy_heldout` (points drawn apart) in
+#   its `stats`; with `overfit_rtol` set a step whose held-out energy is
+#   more than that above the training energy (beyond sampling noise) is
+#   reported as `RESULTS.insr_overfitted`, not `successful`.
+
+# %% [markdown]
 # ## The integrators, exactly
 #
 # On a periodic domain with a field *linear* in its weights — a Fourier basis

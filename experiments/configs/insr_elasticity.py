@@ -10,7 +10,9 @@ Levenberg–Marquardt per-step solver in float64; `--config.problem.scene=` pick
 `problem.t1` at 0 take the scene's defaults (`SCENE_TIMES` in the task). The
 full-size least-squares solves factor a 14,418² normal matrix per iteration:
 a GPU job. The `tiny` variant (`insr_elasticity.py:tiny`, the released column
-for 3 steps) runs in seconds for the tests.
+for 3 steps) runs in seconds for the tests; `small` is the released column at
+the size of the benchmark table (SIREN 2×20 against P1 / P2 meshes of the
+same memory, ten points per weight).
 """
 
 import ml_collections
@@ -33,6 +35,22 @@ def tiny(config: ml_collections.ConfigDict) -> None:
     config.eval.snapshots = 2
 
 
+def small(config: ml_collections.ConfigDict) -> None:
+    """The released column at the benchmark's size: SIREN 2×20 (942 weights,
+    the memory of the P1 / P2 meshes), 5 steps, ten points per weight."""
+    config.problem.scene = "column"
+    config.problem.dt = 0.08
+    config.problem.t1 = 0.4  # 5 steps
+    config.field.width = 20
+    config.field.hidden_layers = 2
+    config.solver.n_points = 10000
+    config.solver.n_boundary = 150
+    config.solver.max_steps = 20
+    config.solver.n_heldout = 8000
+    config.initial.max_steps = 40
+    config.eval.n_grid = 32
+
+
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     # 14,418 parameters, as the paper's 2-D elasticity
     config = insr_config("insr_elasticity", width=68, hidden_layers=3)
@@ -41,6 +59,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.problem.scene = "stretch"  # or "free_fall", "column", "floor"
     config.problem.dt = 0.0  # 0: the scene's default
     config.problem.t1 = 0.0  # 0: the scene's default
+    config.problem.exact_boundary = False  # True: distance-function factors, no penalty
 
     config.solver = ml_collections.ConfigDict()
     config.solver.name = "least_squares"  # or "adam" (the paper's loop)
@@ -49,9 +68,17 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.max_steps = 30
     config.solver.rtol = 1e-6
     config.solver.atol = 1e-9
+    config.solver.rounds = 1  # point sets per solve, each drawn fresh
+    config.solver.n_grid = 0  # points of a fixed quadrature grid added to the random ones
+    config.solver.n_heldout = 0  # held-out points for the overfitting check (0: n_points)
+    config.solver.grad_rtol = 1e-3  # converged when |J^T r| <= grad_rtol |J^T r_0| (0: off)
+    config.solver.overfit_rtol = 0.05  # held-out energy above training by this: overfitted
+    config.solver.matrix_free = False  # CG on J^T J through JVP / VJP instead of Cholesky
+    config.solver.cg_rtol = 1e-8  # matrix_free only
+    config.solver.cg_max_steps = 200  # matrix_free only
     add_adam_and_initial(config, initial_steps=40)
 
     config.eval = ml_collections.ConfigDict()
     config.eval.n_grid = 64  # n × n midpoint quadrature of the body for energies and errors
     config.eval.snapshots = 4
-    return defaults.select_variant(config, variant, tiny=tiny)
+    return defaults.select_variant(config, variant, tiny=tiny, small=small)

@@ -35,7 +35,9 @@ from pathlib import Path
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
+import optimistix as optx
 
 from experiments.tasks import insr_common as common
 from sciml import insr
@@ -74,6 +76,26 @@ def exact_field(problem, scene: str):
     return insr.FunctionField(_affine, {"A": jnp.zeros((2, 2)), "c": jnp.zeros(2)})
 
 
+def least_squares(s, *, n_points: int, max_steps: int, n_boundary: int = 50, **options):
+    """The `solver` block's `LeastSquaresSolver` (sampling, stopping rule and
+    overfitting check of the config; CG on JᵀJ when `solver.matrix_free`)."""
+    if s.matrix_free:
+        linear = lx.Normal(lx.CG(rtol=s.cg_rtol, atol=0.0, max_steps=s.cg_max_steps))
+        optimiser = optx.LevenbergMarquardt(rtol=s.rtol, atol=s.atol, linear_solver=linear)
+    else:
+        optimiser = common.levenberg_marquardt(s)
+    return insr.LeastSquaresSolver(
+        optimiser,
+        n_points=n_points,
+        n_boundary=n_boundary,
+        max_steps=max_steps,
+        n_grid=s.n_grid,
+        n_heldout=s.n_heldout or None,
+        matrix_free=bool(s.matrix_free),
+        **options,
+    )
+
+
 def build(config):
     """`(problem, field, integrator, initial solver, dt, t1)` from the config."""
     p = config.problem
@@ -82,22 +104,48 @@ def build(config):
     dt = float(p.dt) or dt0
     t1 = float(p.t1) or t10
     overrides = {"ramp_time": t1} if scene == "stretch" else {}
-    problem = insr.Elasticity2D.scene(scene, **overrides)
-    field = common.siren(config, 2, 2)
+    problem = insr.Elasticity2D.scene(scene, exact_boundary=bool(p.exact_boundary), **overrides)
+    field = problem.constrain(common.siren(config, 2, 2))
     s = config.solver
     if common.choose("solver.name", s.name, SOLVERS) == "least_squares":
-        optimiser = common.levenberg_marquardt(s)
-        solver = insr.LeastSquaresSolver(
-            optimiser, n_points=s.n_points, n_boundary=s.n_boundary, max_steps=s.max_steps
+        solver = least_squares(
+            s,
+            n_points=s.n_points,
+            n_boundary=s.n_boundary,
+            max_steps=s.max_steps,
+            rounds=s.rounds,
+            grad_rtol=s.grad_rtol or None,
+            overfit_rtol=s.overfit_rtol or None,
         )
-        initial = insr.LeastSquaresSolver(
-            optimiser, n_points=s.n_points, max_steps=config.initial.max_steps
+        initial = least_squares(
+            s, n_points=s.n_points, max_steps=config.initial.max_steps, rounds=s.rounds
         )
     else:
         solver = common.adam_solver(s)
         initial = solver
     integrator = insr.IncrementalPotential(solver, quasi_static=scene == "stretch")
     return problem, field, integrator, initial, dt, t1
+
+
+def step_checks(sol) -> dict:
+    """Per-step honesty of a least-squares run: gradient and loss ratios, the
+    training-point and held-out energies, and how many steps were flagged
+    overfitted (empty for the Adam solver, which does not report them)."""
+    if "energy_heldout" not in sol.stats:
+        return {}
+    stats = {k: np.asarray(sol.stats[k]) for k in ("grad_ratio", "loss_ratio", "energy")}
+    heldout = np.asarray(sol.stats["energy_heldout"])
+    step_result = np.asarray(sol.stats["step_result"])
+    overfitted = RESULTS.insr_overfitted._value  # noqa: SLF001
+    return {
+        "max_grad_ratio": float(stats["grad_ratio"].max()),
+        "max_loss_ratio": float(stats["loss_ratio"].max()),
+        "max_heldout_excess": float(np.max(heldout / stats["energy"] - 1)),
+        "overfitted_steps": int(np.sum(step_result == int(overfitted))),
+        "step_energy": stats["energy"].tolist(),
+        "step_energy_heldout": heldout.tolist(),
+        "step_grad_ratio": stats["grad_ratio"].tolist(),
+    }
 
 
 def grid_points(problem, n: int) -> jax.Array:
@@ -177,6 +225,9 @@ def train_and_evaluate(config, workdir) -> dict:
             references["floor"] = common.integrate_steps(
                 exact_field(problem, scene), integrator, problem, dt, t1, key_ref
             )
+        penalty = insr.Elasticity2D.scene(
+            scene, **({"ramp_time": t1} if scene == "stretch" else {})
+        )
         meshes = {
             "grid_first_order": p1_field(problem, int(n_params)),
             "grid_second_order": p2_field(problem, int(n_params)),
@@ -184,9 +235,12 @@ def train_and_evaluate(config, workdir) -> dict:
         for name, mesh in meshes.items():
             if scene == "column":  # the initial condition at the nodes
                 mesh = interpolate(mesh, problem.initial_condition)
-            references[name] = common.integrate_steps(mesh, integrator, problem, dt, t1, key_ref)
+            references[name] = common.integrate_steps(mesh, integrator, penalty, dt, t1, key_ref)
 
         summary = {"error": scene_error(problem, scene, sol.value, x, dt, n_steps)}
+        summary.update(step_checks(sol))
+        for name in ("grid_first_order", "grid_second_order"):
+            summary[f"{name}_failed_steps"] = int(references[name].stats["num_failed_steps"])
         for name in ("floor", "grid_first_order", "grid_second_order"):
             ref = references.get(name)
             summary[name] = (
@@ -274,7 +328,7 @@ def validate_config(config) -> None:
     before anything is written."""
     common.validate_insr_config(
         config,
-        positive=("eval.n_grid",),
-        positive_numbers=(),
+        positive=("eval.n_grid", "solver.rounds", "solver.cg_max_steps"),
+        positive_numbers=("solver.cg_rtol",),
         choices={"problem.scene": insr.SCENES},
     )

@@ -17,6 +17,7 @@ from ._advection import (
 from ._constraints import (
     AbstractConstraint as AbstractConstraint,
     Clamp as Clamp,
+    ExactBoundaryField as ExactBoundaryField,
     Pin as Pin,
     Roller as Roller,
 )

@@ -143,3 +143,60 @@ class Pin(AbstractConstraint):
 
     def residual(self, u, scale):
         return u - scale * jnp.asarray(self.displacement, u.dtype)
+
+
+def _component_factor(constraint: AbstractConstraint, lower: tuple, upper: tuple, x: Any) -> Any:
+    """`(2,)` factors of one constraint at `x`: zero on its face (or pin) for
+    each displacement component it fixes, one for the components it leaves free."""
+    scale = jnp.asarray([u - lo for lo, u in zip(lower, upper)], x.dtype)
+    if isinstance(constraint, Pin):
+        distance = jnp.sum(((x - jnp.asarray(constraint.point, x.dtype)) / scale) ** 2)
+        return jnp.stack([distance, distance])
+    axis, value = face_axis_value(constraint.face, lower, upper)
+    distance = (x[axis] - value) / scale[axis]
+    if isinstance(constraint, Clamp):
+        return jnp.stack([distance, distance])
+    return jnp.where(jnp.arange(2) == axis, distance, 1.0)
+
+
+def check_homogeneous(constraints: tuple) -> None:
+    """Raises `ValueError` unless every constraint prescribes zero displacement
+    (what distance-function factors impose exactly)."""
+    for c in constraints:
+        if any(jnp.atleast_1d(jnp.asarray(c.displacement)) != 0):
+            raise ValueError(
+                "exact boundary conditions impose zero displacements only; "
+                f"{type(c).__name__} prescribes displacement={c.displacement!r}. "
+                "Use the penalty form (exact_boundary=False) for prescribed displacements."
+            )
+
+
+class ExactBoundaryField(eqx.Module):
+    """A displacement field that meets zero-displacement constraints exactly:
+    `u(x) = φ(x) ⊙ N(x)`, with `φ_c(x)` the product, over the constraints
+    fixing component `c`, of the distance to the constraint's face (divided by
+    the body's length along that axis; squared distance for a pin). `φ_c`
+    vanishes on every constrained face, so `u` meets the constraints for any
+    network `N: (2,) -> (2,)` and the step needs no penalty rows.
+
+    **Arguments:** `network`; `constraints` (Clamp / Roller / Pin, zero
+    displacement); `lower`, `upper` (the reference rectangle).
+    """
+
+    network: Any
+    constraints: tuple[AbstractConstraint, ...] = eqx.field(static=True)
+    lower: tuple[float, float] = eqx.field(static=True)
+    upper: tuple[float, float] = eqx.field(static=True)
+
+    def __check_init__(self):
+        check_homogeneous(self.constraints)
+
+    def factor(self, x: Float[Array, " 2"]) -> Float[Array, " 2"]:
+        """`φ(x)`, `(2,)`."""
+        out = jnp.ones((2,), x.dtype)
+        for c in self.constraints:
+            out = out * _component_factor(c, self.lower, self.upper, x)
+        return out
+
+    def __call__(self, x: Float[Array, " 2"]) -> Float[Array, " 2"]:
+        return self.factor(x) * self.network(x)

@@ -27,7 +27,8 @@ Scenes ([`Elasticity2D.scene`][sciml.insr.Elasticity2D.scene]):
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -35,7 +36,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._checks import check_pair, check_positive_int, check_real
-from ._constraints import AbstractConstraint, Pin, Roller
+from ._constraints import AbstractConstraint, ExactBoundaryField, Pin, Roller, check_homogeneous
 from ._hyperelastic import energy_density
 from ._problem import AbstractProblem, Field
 
@@ -60,6 +61,10 @@ class Elasticity2D(AbstractProblem):
     - `floor`: `y` of a floor plane (`None`: none); `contact_stiffness`: `k_c > 0`.
     - `ramp_time`: prescribed displacements grow linearly to their value at
       this time (`0`, the default: applied in full from the first step).
+    - `exact_boundary`: impose the constraints exactly through a distance
+      factor (wrap the network with [`constrain`][sciml.insr.Elasticity2D.constrain];
+      no boundary points, no penalty; zero displacements only). Default False:
+      the paper's penalty.
     - `initial_amplitude`: initial displacement `A sin(π(X₀ − lower₀)/(2L₀)) e_x`,
       the first fixed–free mode along `x` (`L₀ = upper₀ − lower₀`; default 0,
       the body at rest in its reference shape). Initial velocity is zero.
@@ -78,8 +83,11 @@ class Elasticity2D(AbstractProblem):
     contact_stiffness: float = eqx.field(static=True)
     ramp_time: float = eqx.field(static=True)
     initial_amplitude: float = eqx.field(static=True)
+    exact_boundary: bool = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     out_size: int = eqx.field(static=True)
+    # the initial fit matches gradients too (`InitialObjective`): the energy is in ∇u
+    initial_gradient_weight: ClassVar[float] = 1.0
 
     def __init__(
         self,
@@ -97,6 +105,7 @@ class Elasticity2D(AbstractProblem):
         contact_stiffness: float = 1e4,
         ramp_time: float = 0.0,
         initial_amplitude: float = 0.0,
+        exact_boundary: bool = False,
     ):
         self.lower, self.upper = check_pair("lower", lower), check_pair("upper", upper)
         if not all(u > lo for lo, u in zip(self.lower, self.upper)):
@@ -123,6 +132,11 @@ class Elasticity2D(AbstractProblem):
         if self.ramp_time < 0:
             raise ValueError(f"`ramp_time` must be >= 0, got {ramp_time!r}.")
         self.initial_amplitude = check_real("initial_amplitude", initial_amplitude)
+        if not isinstance(exact_boundary, bool):
+            raise ValueError(f"`exact_boundary` must be True or False, got {exact_boundary!r}.")
+        if exact_boundary:
+            check_homogeneous(constraints)
+        self.exact_boundary = exact_boundary
         self.in_size, self.out_size = 2, 2
 
     @classmethod
@@ -209,10 +223,30 @@ class Elasticity2D(AbstractProblem):
         lo, hi = jnp.asarray(self.lower, dtype), jnp.asarray(self.upper, dtype)
         return jax.random.uniform(key, (n, 2), dtype, minval=lo, maxval=hi)
 
+    def grid_interior(self, n: int, dtype: Any) -> Float[Array, "m 2"]:
+        """The cell midpoints of an `nx × ny` grid of the rectangle with
+        `nx·ny ≤ n` and cells about square (a fixed quadrature grid)."""
+        lengths = [u - lo for lo, u in zip(self.lower, self.upper)]
+        ny = max(1, round(math.sqrt(n * lengths[1] / lengths[0])))
+        nx = max(1, n // ny)
+        axes = [
+            lo + length * (jnp.arange(m, dtype=dtype) + 0.5) / m
+            for lo, length, m in zip(self.lower, lengths, (nx, ny))
+        ]
+        return jnp.stack(jnp.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2)
+
+    def constrain(self, network: Any) -> Any:
+        """`network` wrapped so that it meets the constraints exactly
+        ([`ExactBoundaryField`][sciml.insr.ExactBoundaryField]) when
+        `exact_boundary`, else `network` itself."""
+        if not self.exact_boundary:
+            return network
+        return ExactBoundaryField(network, self.constraints, self.lower, self.upper)
+
     def sample_boundary(self, key: PRNGKeyArray, n: int, dtype: Any) -> Float[Array, "m 2"]:
         """`⌈n/c⌉` points for each of the `c` constraints (on its face or at its
-        pin); none without constraints."""
-        if not self.constraints:
+        pin); none without constraints or with `exact_boundary`."""
+        if not self.constraints or self.exact_boundary:
             return jnp.zeros((0, 2), dtype)
         per = -(-n // len(self.constraints))
         keys = jax.random.split(key, len(self.constraints))

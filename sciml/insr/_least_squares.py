@@ -1,14 +1,39 @@
 r"""The Gauss–Newton / Levenberg–Marquardt per-step solver (optimistix).
 
-One step draws fresh points (`n_points` inside, `n_boundary` on the
-boundary), stacks the per-point residuals into `R(θ)` (see
-`sciml.insr` objectives) and calls `optimistix.least_squares` from the previous
-weights. Levenberg–Marquardt solves `(JᵀJ + μI)δ = −JᵀR` by QR of the
-augmented Jacobian; `J` has one row per point residual and one column per
-weight, so use many more points than weights (with `N ≈ P` the fit
-interpolates between points and the error grows). For a field linear in its
-weights (a Fourier basis) and a linear PDE the step is exact after one
-Gauss–Newton iteration.
+One step draws fresh points (`n_points` inside, plus an optional fixed
+quadrature grid of `n_grid` points, and `n_boundary` on the boundary), stacks
+the per-point residuals into `R(θ)` (see `sciml.insr` objectives) and calls
+`optimistix.least_squares` from the previous weights. With `rounds > 1` the
+`max_steps` iterations are split into that many solves, each on freshly drawn
+points, so that no single point set is fitted to convergence.
+
+**Sampling.** The solver minimises the objective *on its points*. With
+`N·k` residual rows for `P` weights and `N·k` not much larger than `P` the
+network can lower the sampled loss below the true minimum by letting the
+residual grow *between* the points: overfitting, which more iterations on the
+same points make worse. Use at least ten interior points per weight, redraw
+them (`rounds`), or both. To detect it the solver evaluates the interior part
+of the objective (the per-step energy) on `n_heldout` points drawn apart from
+the training points and compares it with the training-point value:
+`overfit_rtol` turns a held-out energy above `(1 + overfit_rtol)` times the
+training energy, beyond three standard errors of the difference of the two
+sample means when both come from the same field (the training points' spread),
+into
+`RESULTS.insr_overfitted`.
+
+**Stopping.** Besides the optimiser's own test (a Cauchy test on the weights,
+which rarely triggers for networks with flat directions), a solve counts as
+converged when the gradient `‖JᵀR‖` on its final points fell to
+`grad_rtol · ‖JᵀR₀‖` (`R₀` at the warm start on the same points), when
+`L ≤ loss_tol`, or when `L ≤ loss_rtol · L₀`.
+
+**Linear algebra.** Levenberg–Marquardt solves `(JᵀJ + μI)δ = −JᵀR`. By
+default `J` is assembled from per-point reverse-mode gradients (a
+`jax.custom_jvp`) and the `P × P` normal equations are factored;
+`matrix_free=True` never forms `J`: pass an iterative linear solver (e.g.
+`lx.Normal(lx.CG(rtol, atol))`) and each iteration applies `J` and `Jᵀ`
+through JVPs and VJPs, for `N·k × P` beyond memory (20,000 points × 7
+residuals × 14,418 weights is 16 GB in float64).
 """
 
 from __future__ import annotations
@@ -21,16 +46,29 @@ import jax
 import jax.numpy as jnp
 import lineax as lx
 import optimistix as optx
+from jax import lax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import PRNGKeyArray
 
-from .._checks import check_positive_int
+from .._checks import check_int, check_positive_int
 from ..solution import RESULTS, Solution
 from ._step_solver import AbstractStepSolver, cast_floats, finish, float_dtype_of
 
 
+SAMPLING_SIGMAS = 3.0
+
+
 def _default_optimiser():
     return optx.LevenbergMarquardt(rtol=1e-6, atol=1e-9, linear_solver=lx.Normal(lx.Cholesky()))
+
+
+def _check_fraction(name: str, value: Any, upper: float | None) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, int | float) and value > 0 and (upper is None or value < upper)
+    if not ok:
+        bound = f"in (0, {upper})" if upper is not None else "> 0"
+        raise ValueError(f"`{name}` must be {bound} or None, got {value!r}.")
 
 
 class LeastSquaresSolver(AbstractStepSolver):
@@ -44,24 +82,37 @@ class LeastSquaresSolver(AbstractStepSolver):
       `P × P`; optimistix's default QR of the `(N + P) × P` augmented Jacobian
       was measured ~80× slower for 2000 points and 901 weights on a CPU;
       `optx.GaussNewton` works for well-conditioned problems).
-    - `n_points`: interior points per step (fresh each step; default 2000).
-    - `n_boundary`: boundary points per step (default 50, the paper's).
-    - `max_steps`: optimiser iteration cap (default 100); hitting it is reported
-      as `RESULTS.nonlinear_max_steps_reached`.
-    - `loss_tol`: optional absolute tolerance on the objective `L`: a solve
-      that hits `max_steps` with `L ≤ loss_tol` counts as converged. (The
-      optimiser's own Cauchy test on the weights rarely triggers for networks
-      with many more weights than the residual constrains: it keeps moving
-      along flat directions.) `None`: only the optimiser's test.
-    - `loss_rtol`: optional relative tolerance: a solve that hits `max_steps`
-      with `L ≤ loss_rtol · L₀` (`L₀` the objective at the warm start, on the
-      same points) counts as converged. Sub-steps whose objectives differ by
-      orders of magnitude (advection, pressure, projection) can share one
-      `loss_rtol` where no single `loss_tol` fits. With both set, either
-      suffices.
+    - `n_points`: random interior points per point set (default 2000); use at
+      least ten per weight where the objective has derivatives of the field.
+    - `n_boundary`: boundary points per point set (default 50, the paper's).
+    - `n_grid`: points of the problem's fixed quadrature grid
+      (`problem.grid_interior`) added to the random ones (default 0: none).
+    - `rounds`: point sets per solve (default 1); the `max_steps` iterations
+      are split evenly between them, each set drawn fresh.
+    - `max_steps`: optimiser iterations in all (default 100); hitting the cap
+      of the last round is reported as `RESULTS.nonlinear_max_steps_reached`
+      unless a tolerance below is met.
+    - `loss_tol`, `loss_rtol`: optional absolute / relative (to `L₀`, the
+      objective at the warm start on the same points) tolerances on the
+      objective `L`; meeting one counts as converged.
+    - `grad_rtol`: optional: `‖JᵀR‖ ≤ grad_rtol · ‖JᵀR₀‖` counts as converged.
+    - `n_heldout`: interior points, apart from the training ones, on which the
+      interior part of `L` is also evaluated (default `None`: `n_points`).
+    - `overfit_rtol`: optional: a held-out interior loss above
+      `(1 + overfit_rtol)` times the training-point one (beyond three standard
+      errors of sampling) is reported as `RESULTS.insr_overfitted` (e.g. 0.05).
+    - `matrix_free`: apply `J` by JVP / VJP instead of assembling it (default
+      False); pair it with an iterative `linear_solver` such as
+      `lx.Normal(lx.CG(rtol, atol))`.
     - `dtype`: solve in this dtype (e.g. `jnp.float64`, needs
       `jax_enable_x64`); the new weights are cast back to the field's dtype.
       `None` keeps the field's dtype.
+
+    `stats` of the returned `Solution`: `loss_initial`, `loss`, `iterations`,
+    `loss_ratio` (`L/L₀`), `grad_ratio` (`‖JᵀR‖/‖JᵀR₀‖`), `energy` and
+    `energy_heldout` (interior part of `L` on the training and the held-out
+    points) and `energy_stderr` (the standard error of their difference), all
+    on the last round's points.
     """
 
     optimiser: Any = eqx.field(default_factory=_default_optimiser)
@@ -70,21 +121,59 @@ class LeastSquaresSolver(AbstractStepSolver):
     max_steps: int = eqx.field(static=True, default=100)
     loss_tol: float | None = eqx.field(static=True, default=None)
     loss_rtol: float | None = eqx.field(static=True, default=None)
+    grad_rtol: float | None = eqx.field(static=True, default=None)
+    n_grid: int = eqx.field(static=True, default=0)
+    rounds: int = eqx.field(static=True, default=1)
+    n_heldout: int | None = eqx.field(static=True, default=None)
+    overfit_rtol: float | None = eqx.field(static=True, default=None)
+    matrix_free: bool = eqx.field(static=True, default=False)
     dtype: Any = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         check_positive_int("n_points", self.n_points)
         check_positive_int("n_boundary", self.n_boundary)
         check_positive_int("max_steps", self.max_steps)
-        if self.loss_tol is not None and not self.loss_tol > 0:
-            raise ValueError(f"`loss_tol` must be > 0 or None, got {self.loss_tol!r}.")
-        if self.loss_rtol is not None and not 0 < self.loss_rtol < 1:
-            raise ValueError(f"`loss_rtol` must be in (0, 1) or None, got {self.loss_rtol!r}.")
+        check_positive_int("rounds", self.rounds)
+        check_positive_int("n_heldout", self.n_heldout, allow_none=True)
+        check_int("n_grid", self.n_grid, minimum=0)
+        if self.rounds > self.max_steps:
+            raise ValueError(
+                f"`rounds` ({self.rounds}) must not exceed `max_steps` ({self.max_steps}): "
+                "each round runs at least one iteration."
+            )
+        _check_fraction("loss_tol", self.loss_tol, None)
+        _check_fraction("loss_rtol", self.loss_rtol, 1.0)
+        _check_fraction("grad_rtol", self.grad_rtol, 1.0)
+        _check_fraction("overfit_rtol", self.overfit_rtol, None)
         if not isinstance(self.optimiser, optx.AbstractLeastSquaresSolver):
             raise ValueError(
                 "`optimiser` must be an optimistix least-squares solver, e.g. "
                 f"optx.LevenbergMarquardt(rtol, atol), got {type(self.optimiser).__name__}."
             )
+
+    def point_sets(self, problem: Any, key: PRNGKeyArray, dtype: Any) -> tuple[Any, Any, Any]:
+        """The points of one solve from its `key`: `(held-out (n_heldout, d),
+        interior (rounds, n_points + grid, d), boundary (rounds, m, d))`, every
+        set drawn from its own key, so the held-out points are apart from the
+        training ones."""
+        key_heldout, *round_keys = jax.random.split(key, self.rounds + 1)
+        n_heldout = self.n_points if self.n_heldout is None else self.n_heldout
+        x_heldout = problem.sample_interior(key_heldout, n_heldout, dtype)
+        grid = None
+        if self.n_grid:
+            if not hasattr(problem, "grid_interior"):
+                raise ValueError(
+                    f"`n_grid` > 0 needs a problem with a quadrature grid (grid_interior); "
+                    f"{type(problem).__name__} has none. Use n_grid=0."
+                )
+            grid = problem.grid_interior(self.n_grid, dtype)
+        interior, boundary = [], []
+        for k in round_keys:
+            key_in, key_bd = jax.random.split(k)
+            x_in = problem.sample_interior(key_in, self.n_points, dtype)
+            interior.append(x_in if grid is None else jnp.concatenate([x_in, grid]))
+            boundary.append(problem.sample_boundary(key_bd, self.n_boundary, dtype))
+        return x_heldout, jnp.stack(interior), jnp.stack(boundary)
 
     def solve(self, objective: Any, field: Any, *, key: PRNGKeyArray) -> Solution:
         field_dtype = float_dtype_of(field)
@@ -92,24 +181,77 @@ class LeastSquaresSolver(AbstractStepSolver):
         objective = cast_floats(objective, dtype)
         params, static = eqx.partition(cast_floats(field, dtype), eqx.is_inexact_array)
         flat, unravel = ravel_pytree(params)
-        key_in, key_bd = jax.random.split(key)
-        x_in = objective.problem.sample_interior(key_in, self.n_points, dtype)
-        x_bd = objective.problem.sample_boundary(key_bd, self.n_boundary, dtype)
-        residuals = residual_function(objective, lambda v: eqx.combine(unravel(v), static))
-        args = (eqx.filter(objective, eqx.is_array), x_in, x_bd)
-        loss_initial = jnp.sum(residuals(flat, args) ** 2)
-        sol = optx.least_squares(
-            residuals, self.optimiser, flat, args, max_steps=self.max_steps, throw=False
-        )
-        loss = jnp.sum(residuals(sol.value, args) ** 2)
-        result = RESULTS.promote(sol.result)
+        x_heldout, interior, boundary = self.point_sets(objective.problem, key, dtype)
+
+        def field_of(v):
+            return eqx.combine(unravel(v), static)
+
+        if self.matrix_free:
+            obj_static = eqx.filter(objective, eqx.is_array, inverse=True)
+
+            def residuals(v, args):
+                obj_arrays, x_in, x_bd = args
+                return eqx.combine(obj_arrays, obj_static).residuals(field_of(v), x_in, x_bd)
+
+        else:
+            residuals = residual_function(objective, field_of)
+        obj_arrays = eqx.filter(objective, eqx.is_array)
+        steps = self.max_steps // self.rounds
+
+        def one_round(v, points):
+            args = (obj_arrays, *points)
+            return optx.least_squares(
+                residuals, self.optimiser, v, args, max_steps=steps, throw=False
+            )
+
+        def head_round(v, points):
+            sol = one_round(v, points)
+            return sol.value, sol.stats["num_steps"]
+
+        value, head_steps = lax.scan(head_round, flat, (interior[:-1], boundary[:-1]))
+        last = one_round(value, (interior[-1], boundary[-1]))
+        value = last.value
+        args = (obj_arrays, interior[-1], boundary[-1])
+
+        def loss_of(v):
+            return jnp.sum(residuals(v, args) ** 2)
+
+        loss_initial, grad_initial = jax.value_and_grad(loss_of)(flat)
+        loss, grad = jax.value_and_grad(loss_of)(value)
+        grad_norm0 = jnp.linalg.norm(grad_initial)
+        grad_ratio = jnp.linalg.norm(grad) / jnp.where(grad_norm0 > 0, grad_norm0, 1.0)
+        new_field = field_of(value)
+        train_points = objective.pointwise(new_field, args[1])
+        heldout_points = objective.pointwise(new_field, x_heldout)
+        energy, energy_heldout = jnp.mean(train_points), jnp.mean(heldout_points)
+        # the spread of the two means if both samples came from the same field
+        # (no overfitting): estimated from the training points, whose spread an
+        # overfitted field does not inflate
+        stderr = jnp.sqrt(jnp.var(train_points) * (1 / train_points.size + 1 / heldout_points.size))
+
+        result = RESULTS.promote(last.result)
         if self.loss_tol is not None:
             result = RESULTS.where(loss <= self.loss_tol, RESULTS.successful, result)
         if self.loss_rtol is not None:
-            reached = loss <= self.loss_rtol * loss_initial
-            result = RESULTS.where(reached, RESULTS.successful, result)
-        new = cast_floats(eqx.combine(unravel(sol.value), static), field_dtype)
-        return finish(new, result, loss_initial, loss, sol.stats["num_steps"])
+            result = RESULTS.where(
+                loss <= self.loss_rtol * loss_initial, RESULTS.successful, result
+            )
+        if self.grad_rtol is not None:
+            result = RESULTS.where(grad_ratio <= self.grad_rtol, RESULTS.successful, result)
+        if self.overfit_rtol is not None:
+            excess = energy_heldout - energy - SAMPLING_SIGMAS * stderr
+            overfitted = excess > self.overfit_rtol * energy
+            result = RESULTS.where(overfitted, RESULTS.insr_overfitted, result)
+        new = cast_floats(new_field, field_dtype)
+        iterations = jnp.sum(head_steps) + last.stats["num_steps"]
+        extra = dict(
+            loss_ratio=loss / loss_initial,
+            grad_ratio=grad_ratio,
+            energy=energy,
+            energy_heldout=energy_heldout,
+            energy_stderr=stderr,
+        )
+        return finish(new, result, loss_initial, loss, iterations, **extra)
 
 
 def residual_function(objective: Any, field_of: Any) -> Any:

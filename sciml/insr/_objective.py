@@ -60,6 +60,10 @@ class AbstractObjective(eqx.Module):
             )
         return jnp.concatenate(parts)
 
+    def pointwise(self, field: Field, x: Float[Array, "n d"]) -> Float[Array, " n"]:
+        """`‖r(f_θ, xᵢ)‖²` per interior point (their mean is the interior part of `L`)."""
+        return jax.vmap(lambda y: jnp.sum(self.interior(field, y) ** 2))(x)
+
     def losses(
         self, field: Field, x_interior: Float[Array, "n d"], x_boundary: Float[Array, "m d"]
     ) -> tuple[Array, Array]:
@@ -89,13 +93,40 @@ class StepObjective(AbstractObjective):
 
 
 class InitialObjective(AbstractObjective):
-    """Fitting the initial condition: `f_θ(x) − u₀(x)` (plain MSE, as the paper;
-    no boundary term)."""
+    """Fitting the initial condition: `f_θ(x) − u₀(x)` and, with a gradient
+    weight `ℓ > 0`, also `ℓ (∂f_θ/∂x − ∂u₀/∂x)` (a fit in `H¹`, for problems
+    whose energy depends on `∇u`: a value-only fit leaves the strain wrong
+    between the points). No boundary term.
+
+    **Arguments:** `problem`; `gradient_weight` (`ℓ ≥ 0`; default `None`: the
+    problem's `initial_gradient_weight`, 0 for the paper's plain MSE).
+    """
 
     problem: AbstractProblem
+    gradient_weight: float | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if self.gradient_weight is not None and not self.gradient_weight >= 0:
+            raise ValueError(
+                f"`gradient_weight` must be >= 0 or None, got {self.gradient_weight!r}."
+            )
+
+    @property
+    def weight(self) -> float:
+        """`ℓ`: `gradient_weight`, or the problem's `initial_gradient_weight`."""
+        if self.gradient_weight is not None:
+            return self.gradient_weight
+        return getattr(self.problem, "initial_gradient_weight", 0.0)
 
     def interior(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " k"]:
-        return field(x) - self.problem.initial_condition(x).astype(x.dtype)
+        def initial(y):
+            return self.problem.initial_condition(y).astype(y.dtype)
+
+        value = field(x) - initial(x)
+        if not self.weight:
+            return value
+        gradient = jax.jacfwd(field)(x) - jax.jacfwd(initial)(x)
+        return jnp.concatenate([value, self.weight * gradient.reshape(-1)])
 
     def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
         return jnp.zeros((0,), x.dtype)

@@ -61,7 +61,10 @@ def accept(result: Any, loss_initial: Any, loss: Any) -> Any:
     return RESULTS.where(jnp.isfinite(loss), result, RESULTS.nonfinite)
 
 
-def finish(field: Any, result: Any, loss_initial: Any, loss: Any, iterations: Any) -> Solution:
-    """The step's `Solution` (never throws)."""
+def finish(
+    field: Any, result: Any, loss_initial: Any, loss: Any, iterations: Any, **extra: Any
+) -> Solution:
+    """The step's `Solution` (never throws); `extra` are further `stats`."""
     stats = {"loss_initial": loss_initial, "loss": loss, "iterations": jnp.asarray(iterations)}
+    stats.update(extra)
     return make_solution(field, accept(result, loss_initial, loss), stats, throw=False)
