@@ -29,6 +29,7 @@ from sciml.experiment import (
     fingerprint,
     plot_loss,
     readable_log_ticks,
+    train_settings,
 )
 from sciml.online import (
     FIFO,
@@ -85,19 +86,16 @@ def run_online(
         buffer=buffer_from_config(config.buffer),
         optimizer=make_optimizer(config.optimizer),
         batch_size=int(config.train.batch_size),
-        steps=int(config.train.steps),
         key=jax.random.key(int(config.seed) + 1),
-        workdir=workdir,
+        settings=train_settings(
+            config,
+            workdir=workdir,
+            fingerprint=fingerprint(config),
+            run_config=config_json(config),
+            description=str(config.name),
+        ),
         launcher=launcher_from_config(config.launcher),
         evaluate=surrogate.evaluate,
-        eval_every=int(config.train.eval_every),
-        checkpoint_every=int(config.train.checkpoint_every),
-        keep_checkpoints=int(config.train.keep_checkpoints),
-        log_every=int(config.train.log_every),
-        progress=bool(config.train.progress),
-        fingerprint=fingerprint(config),
-        run_config=config_json(config),
-        description=str(config.name),
     )
     seconds = time.perf_counter() - start
     plot_dir = workdir / "plots"
