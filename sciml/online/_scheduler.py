@@ -200,7 +200,7 @@ class JobScheduler:
         job_id = self.counters["jobs_started"]
         job = SolverJob(
             job=job_id,
-            solver=self.study.solver,
+            simulation=self.study.simulation,
             settings=dict(self.study.settings),
             address=self.address,
             n_steps=self.study.n_steps,

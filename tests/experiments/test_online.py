@@ -92,7 +92,7 @@ def test_online_vs_offline_navier_stokes_offline_part(tmp_path):
 def test_online_vs_offline_problem_must_match_the_study():
     config = run.load_config(str(CONFIGS / "online_vs_offline.py") + ":tiny")
     config.problem = "navier_stokes"
-    with pytest.raises(ValueError, match="needs config.study.solver"):
+    with pytest.raises(ValueError, match="needs config.study.simulation"):
         online_vs_offline.surrogate_builder(config)
     config.problem = "burgers"
     with pytest.raises(ValueError, match="config.problem must be one of"):
