@@ -20,7 +20,7 @@ from solvers.streams import HEAT_PARAMS
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = online_config(
         "online_heat",
-        "experiments.tasks.online_heat",
+        "experiments.tasks.online.online_heat",
         steps=40000,
         batch_size=64,
         learning_rate=1e-3,

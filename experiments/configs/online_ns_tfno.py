@@ -23,7 +23,7 @@ from sciml.experiment import defaults
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = online_config(
         "online_ns_tfno",
-        "experiments.tasks.online_ns",
+        "experiments.tasks.online.online_ns",
         steps=1500,
         batch_size=16,
         learning_rate=3e-3,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks import online_ns, online_vs_offline
-from experiments.tasks.online_common import study_from_config
+from experiments.tasks.online import online_ns, online_vs_offline
+from experiments.tasks.online.online_common import study_from_config
 from sciml.online import validation_data
 from sciml.training import read_metrics
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from experiments.configs.online_ns_tfno import get_config
-from experiments.tasks.online_common import launcher_from_config
+from experiments.tasks.online.online_common import launcher_from_config
 from sciml.online import SlurmLauncher, SolverJob
 from sciml.online._launch import SECRET_ENV
 from sciml.online._slurm import (

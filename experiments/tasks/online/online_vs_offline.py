@@ -35,8 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.tasks import online_heat, online_ns
-from experiments.tasks.online_common import (
+from experiments.tasks.online import online_heat, online_ns
+from experiments.tasks.online.online_common import (
     Surrogate,
     run_online,
     study_from_config,
