@@ -1,7 +1,7 @@
 """DCDM against CG, Jacobi-, IC(0)-, MIC(0)- and AMG-PCG on the same scenes.
 
 Trains a DCDM network on one scene (through the experiment task
-`experiments.tasks.dcdm`, so the model, data and training are those of the
+`experiments.tasks.dcdm.dcdm`, so the model, data and training are those of the
 `dcdm_poisson2d` / `dcdm_poisson3d` configs; checkpoints in `--workdir` are
 resumed, so a second run only evaluates), then solves one smooth consistent
 right-hand side on held-out scenes at several resolutions to
@@ -9,7 +9,7 @@ right-hand side on held-out scenes at several resolutions to
 (float64 outer loop, `x₀ = 0`). First one JSON line per method with its
 one-step scale-free loss on the training scene (validation and white-noise
 right-hand sides, the paper's loss and the A-norm loss; see
-`experiments.tasks.dcdm.one_step_losses`), then one per scene, tolerance and method:
+`experiments.tasks.dcdm.dcdm.one_step_losses`), then one per scene, tolerance and method:
 iterations, solve seconds (compiled ahead of time, compilation excluded) and
 preconditioner setup seconds (host side: IC factorisation, AMG hierarchy).
 Runs unchanged on a GPU (the IC and AMG preconditioners then go through host
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from benchmarks._common import emit, environment
 from experiments.configs import dcdm_poisson2d, dcdm_poisson3d
-from experiments.tasks.dcdm import build, evaluate_scenes, one_step_losses
+from experiments.tasks.dcdm.dcdm import build, evaluate_scenes, one_step_losses
 from sciml.experiment import train_experiment
 
 

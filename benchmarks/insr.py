@@ -48,8 +48,8 @@ import optimistix as optx
 
 from benchmarks._common import emit, environment
 from experiments.configs import insr_advection1d, insr_taylor_green
-from experiments.tasks import insr_taylor_green as taylor_green_task
-from experiments.tasks.insr_advection1d import train_and_evaluate
+from experiments.tasks.insr import insr_taylor_green as taylor_green_task
+from experiments.tasks.insr.insr_advection1d import train_and_evaluate
 from sciml import insr
 from sciml.solution import result_name
 

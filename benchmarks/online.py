@@ -14,15 +14,25 @@
    receiver's time spent authenticating (what switching auth off would save
    at most on the receiving side).
 
+3. The receive checks (`--checks` runs only this part, on 64² float32 fields):
+   the per-sample cost of the finite check (`check_finite`), of the field
+   shape/dtype checks (`check_field_specs`) and of CURVE (the 1-producer TCP
+   transport with CURVE against the same transport with CURVE switched off in
+   both processes), each as a fraction of the per-sample cost of receiving at
+   64² (one over the 1-producer samples/s with CURVE, the default). The target
+   is under 5 % for all checks together.
+
 Producers and the receiver share the machine's cores: with fewer cores than
 producers + 1 the multi-producer rates measure contention, not scaling.
 
-usage: python -m benchmarks.online [--quick]   (--quick: fewer samples, one repeat)
+usage: python -m benchmarks.online [--quick] [--checks]
+(--quick: fewer samples, one repeat; --checks: only part 3)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -35,8 +45,12 @@ import numpy as np
 # module-level imports free of JAX (`benchmarks._common` imports it).
 
 
-def _producer(address, secret, run, n_steps, size, barrier):
+def _producer(address, secret, run, n_steps, size, barrier, curve=True):
+    from sciml.online import _transport
     from sciml.online._transport import SolverClient
+
+    if not curve:
+        _transport._use_curve = lambda address: False  # part 3's CURVE-off baseline
 
     field = np.random.default_rng(run).standard_normal((size, size)).astype(np.float32)
     with SolverClient(address, secret, run=run) as client:
@@ -46,7 +60,22 @@ def _producer(address, secret, run, n_steps, size, barrier):
             client.send(step, {"u": field})
 
 
-def bench_transport(size, producers, total, ring_slots=256):
+@contextlib.contextmanager
+def _curve(enabled):
+    """CURVE on TCP as usual, or (`enabled=False`) off for the receiver bound
+    inside the block (part 3's baseline)."""
+    from sciml.online import _transport
+
+    use_curve = _transport._use_curve
+    if not enabled:
+        _transport._use_curve = lambda address: False
+    try:
+        yield
+    finally:
+        _transport._use_curve = use_curve
+
+
+def bench_transport(size, producers, total, ring_slots=256, curve=True):
     from sciml.online._transport import SampleReceiver
     from sciml.online._wire import Schema, new_secret
 
@@ -68,11 +97,14 @@ def bench_transport(size, producers, total, ring_slots=256):
     secret = new_secret()
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(producers + 1)
-    with SampleReceiver(schema, secret, on_open=noop, on_data=on_data, on_close=noop) as receiver:
+    with (
+        _curve(curve),
+        SampleReceiver(schema, secret, on_open=noop, on_data=on_data, on_close=noop) as receiver,
+    ):
         processes = [
             context.Process(
                 target=_producer,
-                args=(receiver.address, secret, run, per_producer, size, barrier),
+                args=(receiver.address, secret, run, per_producer, size, barrier, curve),
             )
             for run in range(producers)
         ]
@@ -120,17 +152,75 @@ def bench_parts(size, min_seconds):
     }
 
 
+def bench_checks(size, total, repeats, min_seconds):
+    """Part 3: the receive checks' per-sample cost against receiving's."""
+    from sciml.online._wire import (
+        PREFIX_BYTES,
+        Schema,
+        _parse_header,
+        check_field_specs,
+        check_finite,
+        decode,
+        encode_data,
+        new_secret,
+    )
+
+    secret = new_secret()
+    field = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
+    schema = Schema.from_example({"u": field}, 1)
+    data = encode_data(secret, 0, 0, 0, {"u": field})
+    message = decode(data, secret, schema)
+    header = memoryview(data)[
+        PREFIX_BYTES : PREFIX_BYTES + int.from_bytes(data[:PREFIX_BYTES], "little")
+    ]
+    specs = _parse_header(header)["fields"]
+    finite_s = _per_call(lambda: check_finite(message), min_seconds)
+    specs_s = _per_call(lambda: check_field_specs(specs, schema), min_seconds)
+    rates = {}
+    for curve in (True, False):
+        runs = [bench_transport(size, 1, total, curve=curve) for _ in range(repeats)]
+        rates[curve] = max(r["samples_per_s"] for r in runs)  # best of the repeats
+    per_sample_s = 1 / rates[True]
+    curve_s = 1 / rates[True] - 1 / rates[False]
+    return {
+        "benchmark": "online.checks",
+        "size": size,
+        "per_sample_s": per_sample_s,
+        "samples_per_s_curve_on": rates[True],
+        "samples_per_s_curve_off": rates[False],
+        "finite_s": finite_s,
+        "finite_fraction": finite_s / per_sample_s,
+        "shape_dtype_s": specs_s,
+        "shape_dtype_fraction": specs_s / per_sample_s,
+        "curve_s": curve_s,
+        "curve_fraction": curve_s / per_sample_s,
+        "checks_fraction": (finite_s + specs_s + curve_s) / per_sample_s,
+        "repeats": repeats,
+    }
+
+
 def main(argv=None):
     from benchmarks._common import emit, environment
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples, one repeat")
+    parser.add_argument("--checks", action="store_true", help="only the receive checks' cost")
     args = parser.parse_args(argv)
     emit({"benchmark": "online.environment", "cpus": os.cpu_count(), **environment()})
     # samples per case: a few seconds each at the rates seen on a 2-core machine
     totals = {64: 2000, 256: 400} if args.quick else {64: 16000, 256: 4000}
     repeats = 1 if args.quick else 3
     min_seconds = 0.1 if args.quick else 0.3
+    checks = bench_checks(64, totals[64], repeats, min_seconds)
+    emit(checks)
+    print(
+        f"\nreceive checks at 64²: finite {checks['finite_fraction']:.2%}, "
+        f"shape/dtype {checks['shape_dtype_fraction']:.2%}, "
+        f"CURVE {checks['curve_fraction']:.2%}, together {checks['checks_fraction']:.2%} "
+        f"of {checks['per_sample_s'] * 1e6:.1f} µs per sample (target: under 5 %)"
+    )
+    if args.checks:
+        return
     rows = []
     for size in (64, 256):
         mb = size * size * 4 / 1e6

@@ -1,9 +1,8 @@
 """One result type for every iterative routine in sciml.
 
 Newton's method over a sequence (`sciml.pararnn`), the deep conjugate-direction
-iteration (`sciml.dcdm`), the per-step solves of neural-field time stepping
-(`sciml.insr`) and the online trainer's client status all return a
-[`Solution`][sciml.solution.Solution]: the value, a
+iteration (`sciml.dcdm`) and the per-step solves of neural-field time stepping
+(`sciml.insr`) return a [`Solution`][sciml.solution.Solution]: the value, a
 [`RESULTS`][sciml.solution.RESULTS] item saying how the routine ended, and a
 dict of statistics.
 
@@ -12,6 +11,12 @@ result from `lineax.linear_solve` or `optimistix.least_squares` converts with
 `RESULTS.promote(result)` and keeps its message. With `throw=True` a routine
 raises through `result.error_if` (a runtime error inside `jit`, carrying the
 item's message); with `throw=False` the caller reads `solution.result`.
+
+Online training (`sciml.online`) returns no `Solution`: its statuses cross a
+process boundary into solver processes that do not import JAX, so they are
+standard-library enumerations shared by trainer and worker
+(`sciml.online.RunState`, `CloseStatus`, `JobEnd`), and `train_online`
+returns an `OnlineResult`.
 """
 
 from __future__ import annotations

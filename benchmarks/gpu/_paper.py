@@ -29,9 +29,9 @@ def ns_turbulent(smoke: bool, clock: Clock) -> None:
     for both grids, and the 128² step is not stable at 256²
     (`experiments/configs/ns_turbulent.py`)."""
     from experiments.configs import ns_turbulent as configs
-    from experiments.tasks import ns_turbulent as task
-    from experiments.tasks.operators_ns import data_from_config
-    from experiments.tasks.operators_table import train_model
+    from experiments.tasks.operators import ns_turbulent as task
+    from experiments.tasks.operators.operators_ns import data_from_config
+    from experiments.tasks.operators.operators_table import train_model
 
     config = configs.get_config("tiny" if smoke else None)
     n_train = 8 if smoke else 250
@@ -91,14 +91,14 @@ def insr_elasticity(smoke: bool, clock: Clock) -> None:
     points, four load steps): the task's representations stepped by the same
     integrator and solver, one line each as it finishes (INSR first, then the
     exact-field floor and the P1 / P2 meshes of the SIREN's memory), each with
-    its error against the analytic stretch (`experiments.tasks.insr_elasticity`)."""
+    its error against the analytic stretch (`experiments.tasks.insr.insr_elasticity`)."""
     import equinox as eqx
     import jax
     import numpy as np
 
     from experiments.configs import insr_elasticity as configs
-    from experiments.tasks import insr_elasticity as task
-    from experiments.tasks.insr_common import integrate_steps
+    from experiments.tasks.insr import insr_elasticity as task
+    from experiments.tasks.insr.insr_common import integrate_steps
     from sciml import insr
     from solvers.mesh_fields import interpolate, p1_field, p2_field
 

@@ -223,8 +223,8 @@ def insr_step(smoke: bool, clock: Clock) -> None:
     import numpy as np
 
     from experiments.configs import insr_elasticity as configs
-    from experiments.tasks import insr_elasticity as task
-    from experiments.tasks.insr_common import integrate_steps
+    from experiments.tasks.insr import insr_elasticity as task
+    from experiments.tasks.insr.insr_common import integrate_steps
     from sciml import insr
 
     config = configs.get_config("tiny" if smoke else None)
@@ -259,7 +259,7 @@ def insr_step(smoke: bool, clock: Clock) -> None:
 def online_ingestion(smoke: bool, clock: Clock) -> None:
     """The online heat study, trainer on the device, solver processes on the CPUs."""
     from experiments.configs import online_heat
-    from experiments.tasks import online_heat as task
+    from experiments.tasks.online import online_heat as task
 
     config = online_heat.get_config("tiny" if smoke else None)
     config.study.timeout = 30.0  # a silent solver is declared hung after this

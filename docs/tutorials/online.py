@@ -1,19 +1,19 @@
 # %% [markdown]
-# # Online training: your solver, streamed
+# # Online training: your simulation, streamed
 #
-# Online training runs the solver *beside* the trainer: each sampled parameter
+# Online training runs the simulation *beside* the trainer: each sampled parameter
 # set becomes a solver run in a separate process that sends its time steps to
 # the trainer as they are computed, and the trainer draws its batches from a
 # bounded buffer. No data set is written to disk.
 #
-# This tutorial wraps a small solver of our own, launches a study on this
+# This tutorial wraps a small simulation of our own, launches a study on this
 # machine and trains a surrogate on its stream. The flagship study
 # (`make run`) does the same with Navier–Stokes and a TFNO.
 #
-# ## 1. The solver: a function that yields time steps
+# ## 1. The simulation: a function that yields time steps
 #
-# A solver for a study is any importable function
-# `solver(params, *, seed, **settings)` that yields one dict of numpy fields
+# A study's simulation is any importable function
+# `simulation(params, *, seed, **settings)` that yields one dict of numpy fields
 # per time step. It runs in solver processes, so it must live in a module they
 # can import, here a file we write next to this notebook. Ours solves the 1-D
 # periodic heat equation `u_t = κ u_xx` with explicit finite differences
@@ -57,7 +57,7 @@ print(len(steps), {name: field.shape for name, field in steps[0].items()})
 # %% [markdown]
 # ## 2. The study
 #
-# A [`Study`](../api/online.html) names the solver by its dotted path, the
+# A [`Study`](../api/online.html) names the simulation by its dotted path, the
 # parameter space and the number of runs; the runs' parameters come from a
 # seeded sampler (Monte Carlo by default; Latin hypercube, Halton and Sobol
 # are there too). Every run also gets a seed of its own, so a run that is
@@ -73,7 +73,7 @@ import optax  # noqa: E402
 from sciml.online import ParameterSpace, Reservoir, Study, train_online  # noqa: E402
 
 study = Study(
-    solver="my_heat.heat_pairs",
+    simulation="my_heat.heat_pairs",
     space=ParameterSpace({"kappa": (0.01, 0.1, "log")}),
     n_runs=100,
     n_steps=10,

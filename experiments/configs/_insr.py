@@ -13,7 +13,7 @@ def insr_config(name: str, *, width: int, hidden_layers: int) -> ml_collections.
     The runner's shared skeleton; an INSR task does not train a model, so its
     `train` / `optimizer` blocks are unused."""
     config = defaults.base_config(
-        name, f"experiments.tasks.{name}", steps=0, batch_size=1, learning_rate=1e-4
+        name, f"experiments.tasks.insr.{name}", steps=0, batch_size=1, learning_rate=1e-4
     )
     config.x64 = True
     config.field = ml_collections.ConfigDict()

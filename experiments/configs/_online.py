@@ -16,7 +16,7 @@ def online_config(
     steps: int,
     batch_size: int,
     learning_rate: float,
-    solver: str,
+    simulation: str,
     space: dict[str, tuple],
     n_runs: int,
     n_steps: int,
@@ -24,7 +24,8 @@ def online_config(
 ) -> ml_collections.ConfigDict:
     """The run, `train`, `optimizer`, `study`, `buffer` and `launcher` blocks.
 
-    - `study.*`: the [`Study`][sciml.online.Study] (`solver` by dotted path,
+    - `study.*`: the [`Study`][sciml.online.Study] (`simulation`, the function that
+      runs one simulation, by dotted path;
       `space` as `{name: (low, high[, "log"])}`, `sampler` one of
       `"monte_carlo"`, `"latin_hypercube"`, `"halton"`, `"sobol"`, ...).
     - `buffer.*`: `kind` (`"reservoir"`, `"firo"`, `"fifo"`), `capacity`,
@@ -45,11 +46,11 @@ def online_config(
         optimizer={"name": "adamw", "weight_decay": 1e-4, "warmup_steps": 50},
     )
     study = ml_collections.ConfigDict()
-    study.solver = solver
+    study.simulation = simulation
     study.space = ml_collections.ConfigDict({k: list(v) for k, v in space.items()})
     study.sampler = "monte_carlo"
     study.n_runs = n_runs
-    # The solver's own `n_steps` setting (when it has one) follows the study's.
+    # The simulation's own `n_steps` setting (when it has one) follows the study's.
     steps_ref = ml_collections.FieldReference(n_steps)
     study.n_steps = steps_ref
     study.settings = ml_collections.ConfigDict(settings)

@@ -33,7 +33,7 @@ def tiny(config: ml_collections.ConfigDict) -> None:
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = defaults.base_config(
         "char_lm",
-        "experiments.tasks.char_lm",
+        "experiments.tasks.pararnn.char_lm",
         steps=2000,
         batch_size=16,
         learning_rate=3e-3,

@@ -14,7 +14,7 @@ from sciml.experiment import defaults
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    config = base_config("darcy_fno", "experiments.tasks.operators_darcy", steps=3000)
+    config = base_config("darcy_fno", "experiments.tasks.operators.operators_darcy", steps=3000)
     config.data = data_config()
     config.data.n_train = 1000
     config.data.n_test = 100

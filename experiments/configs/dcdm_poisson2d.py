@@ -80,7 +80,11 @@ def tiny(config: ml_collections.ConfigDict) -> None:
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = defaults.base_config(
-        "dcdm_poisson2d", "experiments.tasks.dcdm", steps=10000, batch_size=16, learning_rate=1e-3
+        "dcdm_poisson2d",
+        "experiments.tasks.dcdm.dcdm",
+        steps=10000,
+        batch_size=16,
+        learning_rate=1e-3,
     )
     config.data = data_block(2, 128, n_ritz=1600, n_rhs=4000)
     config.model = model_block()

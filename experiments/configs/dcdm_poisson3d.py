@@ -34,7 +34,11 @@ def tiny(config: ml_collections.ConfigDict) -> None:
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = defaults.base_config(
-        "dcdm_poisson3d", "experiments.tasks.dcdm", steps=10000, batch_size=8, learning_rate=1e-3
+        "dcdm_poisson3d",
+        "experiments.tasks.dcdm.dcdm",
+        steps=10000,
+        batch_size=8,
+        learning_rate=1e-3,
     )
     config.data = data_block(3, 32, n_ritz=1600, n_rhs=2000)
     config.model = model_block()

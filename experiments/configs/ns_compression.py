@@ -8,7 +8,7 @@ train time, peak memory of a train step) and `plots/compression.png`.
 
 `python -m experiments.run --config experiments/configs/ns_compression.py[:tiny]`;
 `--config.models="('dense','tucker:0.05')"` runs a subset (see the task module
-`experiments/tasks/operators_table.py` for the spec syntax).
+`experiments/tasks/operators/operators_table.py` for the spec syntax).
 """
 
 import ml_collections
@@ -19,7 +19,7 @@ from experiments.configs.ns_tfno import get_config as ns_tfno_config
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = ns_tfno_config(variant)
     config.name = "ns_compression"
-    config.task = "experiments.tasks.operators_table"
+    config.task = "experiments.tasks.operators.operators_table"
     config.model.padding_fraction = 1 / 16  # for the mg specs
     config.models = (
         "dense",

@@ -19,7 +19,7 @@ from sciml.experiment import defaults
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
-    config = base_config("ns_tfno", "experiments.tasks.operators_ns", steps=2000)
+    config = base_config("ns_tfno", "experiments.tasks.operators.operators_ns", steps=2000)
     config.train.batch_size = 8
     config.data = data_config()
     config.data.n_train = 1000

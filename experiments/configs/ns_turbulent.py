@@ -8,7 +8,7 @@ parameters), TFNO (per-layer Tucker at 10×, 35× and 100× compression; joint
 Tucker at 110× and 160×) and MG-TFNO (1 and 2 levels, padding 1/8 and 1/16,
 stitched and per-tile training), each trained with the same optimiser and
 steps on 250, 1,000 and 4,000 samples; tested at 128² and zero-shot at 256²
-(task `experiments/tasks/ns_turbulent.py`).
+(task `experiments/tasks/operators/ns_turbulent.py`).
 
 The data are three files, generated once (resumable; the times are those of
 an otherwise idle 2-core CPU, one core each):
@@ -63,7 +63,7 @@ from sciml.experiment import defaults
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = ns_compression_config()
     config.name = "ns_turbulent"
-    config.task = "experiments.tasks.ns_turbulent"
+    config.task = "experiments.tasks.operators.ns_turbulent"
     config.data = data_config(
         path="data/ns_turbulent/train_128.h5",
         test_path="data/ns_turbulent/test_128.h5",

@@ -20,11 +20,11 @@ from solvers.streams import HEAT_PARAMS
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = online_config(
         "online_heat",
-        "experiments.tasks.online_heat",
+        "experiments.tasks.online.online_heat",
         steps=40000,
         batch_size=64,
         learning_rate=1e-3,
-        solver="solvers.streams.heat_fields",
+        simulation="solvers.streams.heat_fields",
         space={name: (0.0, 1.0) for name in HEAT_PARAMS},
         n_runs=6000,
         n_steps=100,

@@ -23,11 +23,11 @@ from sciml.experiment import defaults
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = online_config(
         "online_ns_tfno",
-        "experiments.tasks.online_ns",
+        "experiments.tasks.online.online_ns",
         steps=1500,
         batch_size=16,
         learning_rate=3e-3,
-        solver="solvers.streams.navier_stokes_pairs",
+        simulation="solvers.streams.navier_stokes_pairs",
         space={"viscosity": (1e-3, 1e-2, "log")},
         n_runs=1000,
         n_steps=16,

@@ -20,7 +20,7 @@ from sciml.experiment import defaults
 
 def _compare(config: ml_collections.ConfigDict, problem: str, offline_runs: int):
     config.name = "online_vs_offline" if problem == "heat" else f"online_vs_offline_{problem}"
-    config.task = "experiments.tasks.online_vs_offline"
+    config.task = "experiments.tasks.online.online_vs_offline"
     config.problem = problem
     config.offline = ml_collections.ConfigDict({"n_runs": offline_runs})
     return config

@@ -35,7 +35,7 @@ def tiny(config: ml_collections.ConfigDict) -> None:
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = defaults.base_config(
         "ptd_robustness",
-        "experiments.tasks.ptd_robustness",
+        "experiments.tasks.ssm.ptd_robustness",
         steps=500,
         batch_size=32,
         # no weight decay: the frozen parameters stay put

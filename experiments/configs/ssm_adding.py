@@ -17,7 +17,7 @@ from sciml.experiment import defaults
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = defaults.base_config(
         "ssm_adding",
-        "experiments.tasks.ssm_adding",
+        "experiments.tasks.ssm.ssm_adding",
         steps=3000,
         batch_size=32,
         learning_rate=1e-2,

@@ -16,7 +16,7 @@ from sciml.experiment import defaults
 
 
 def model_config(layer: str = "s4d", init: str = "lin") -> ml_collections.ConfigDict:
-    """Model keys shared by the SSM configs (see `experiments/tasks/ssm_common.py`)."""
+    """Model keys shared by the SSM configs (see `experiments/tasks/ssm/ssm_common.py`)."""
     model = ml_collections.ConfigDict()
     model.layer = layer
     model.init = init
@@ -66,7 +66,7 @@ def tiny(config: ml_collections.ConfigDict) -> None:
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = defaults.base_config(
         "ssm_recall",
-        "experiments.tasks.ssm_recall",
+        "experiments.tasks.ssm.ssm_recall",
         steps=3000,
         batch_size=32,
         learning_rate=1e-2,

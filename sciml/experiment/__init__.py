@@ -33,7 +33,7 @@ from ._standard import (
     count_params as count_params,
     fingerprint as fingerprint,
     train_experiment as train_experiment,
-    train_kwargs as train_kwargs,
+    train_settings as train_settings,
 )
 from ._task import resolve_task as resolve_task, task_name as task_name
 from ._validate import check_choice as check_choice, check_config as check_config

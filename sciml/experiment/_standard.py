@@ -23,7 +23,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from sciml.training import FitResult, fit, make_optimizer
+from sciml.training import FitResult, TrainSettings, fit, make_optimizer
 
 from ._config import config_json
 from ._plots import plot_loss
@@ -75,17 +75,28 @@ def count_params(model: Any) -> int:
     return int(sum(x.size * (2 if np.iscomplexobj(x) else 1) for x in leaves))
 
 
-def train_kwargs(config: ml_collections.ConfigDict) -> dict[str, Any]:
-    """The `sciml.training.fit` keyword arguments held in `config.train`."""
+# The `config.train` keys that are training settings (`TrainSettings` fields
+# holding a plain number or flag); `train.batch_size`, `train.loss`, ... are
+# the task's.
+_CONFIG_SETTINGS = {
+    field.name: field.type
+    for field in dataclasses.fields(TrainSettings)
+    if field.type in ("int", "bool")
+}
+
+
+def train_settings(config: ml_collections.ConfigDict, **settings: Any) -> TrainSettings:
+    """The [`TrainSettings`][sciml.training.TrainSettings] that `config.train`
+    holds (`train.steps`, `train.log_every`, `train.eval_every`,
+    `train.checkpoint_every`, `train.keep_checkpoints`, and `train.progress`,
+    `train.check_batch` if set), with `settings` (such as `workdir=`) added."""
     train = config.train
-    return {
-        "steps": int(train.steps),
-        "log_every": int(train.log_every),
-        "eval_every": int(train.eval_every),
-        "checkpoint_every": int(train.checkpoint_every),
-        "keep_checkpoints": int(train.keep_checkpoints),
-        "progress": bool(train.get("progress", True)),
+    values = {
+        name: (int if kind == "int" else bool)(train[name])
+        for name, kind in _CONFIG_SETTINGS.items()
+        if name in train
     }
+    return TrainSettings(**{**values, **settings})
 
 
 def fingerprint(config: ml_collections.ConfigDict, **extra: str) -> dict[str, str]:
@@ -119,12 +130,14 @@ def _fit(experiment, config, workdir, optimizer, key, tag, description) -> FitRe
         experiment.batch_fn,
         optimizer=optimizer,
         key=jax.random.key(int(config.seed) + 1) if key is None else key,
-        workdir=workdir,
+        settings=train_settings(
+            config,
+            workdir=workdir,
+            fingerprint=fingerprint(config, **(tag or {})),
+            description=str(config.name) if description is None else description,
+            run_config=config_json(config),
+        ),
         eval_fn=experiment.evaluate,
-        fingerprint=fingerprint(config, **(tag or {})),
-        description=str(config.name) if description is None else description,
-        run_config=config_json(config),
-        **train_kwargs(config),
     )
 
 

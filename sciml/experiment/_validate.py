@@ -29,11 +29,22 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+#: Config keys of the shipped configs that were renamed: old key -> new key.
+RENAMED_KEYS = {
+    # online studies: the function that runs one simulation (not a "solver",
+    # a word that means four other things in this package)
+    "study.solver": "study.simulation",
+}
+
+
 def did_you_mean_key(node: Any, parents: list[str], part: str) -> str:
-    """The did-you-mean hint for a missing `part` below the keys `parents` of a config."""
+    """The did-you-mean hint for a missing `part` below the keys `parents` of a config
+    (a renamed key names its new name)."""
     if not isinstance(node, ml_collections.ConfigDict):
         return ""
     prefix = "".join(f"{p}." for p in parents)
+    if prefix + part in RENAMED_KEYS:
+        return f" (renamed: did you mean {RENAMED_KEYS[prefix + part]!r}?)"
     return did_you_mean(prefix + part, [prefix + str(k) for k in node.keys()])
 
 

@@ -38,7 +38,9 @@ remaining reads (FIRO). To serve every one of its `S * reads` reads, FIRO's
 last batches may hold a sample more than once (at most its remaining reads)
 when fewer than `batch_size` distinct samples are left; all other batches hold
 distinct samples. [`exhausted`][sciml.online.AbstractBuffer.exhausted] says when
-no batch will come again.
+no batch will come again; a training loop makes one call per batch,
+[`try_get`][sciml.online.AbstractBuffer.try_get], which draws a batch or says
+that none can be drawn now (and, with `ended=True`, none ever will).
 
 **State.** A buffer module holds hyperparameters only; everything that changes
 lives in a [`BufferState`][sciml.online.BufferState] of numpy arrays (a
@@ -179,6 +181,11 @@ def _check_batch_size(batch_size: int, capacity: int, min_new_per_batch: int) ->
         )
 
 
+def _first_empty(state: BufferState) -> int:
+    """The first empty slot (the buffer is not full)."""
+    return int(np.argmax(state.order < 0))
+
+
 def _remaining(state: BufferState, reads: int) -> np.ndarray:
     """FIRO's reads left per slot (0 for empty slots)."""
     return np.where(_occupied(state), reads - state.seen, 0)
@@ -202,7 +209,10 @@ class AbstractBuffer(eqx.Module):
 
     The subclasses [`FIFO`][sciml.online.FIFO], [`FIRO`][sciml.online.FIRO]
     and [`Reservoir`][sciml.online.Reservoir] are final; see the module
-    documentation for their policies. All share:
+    documentation for their policies. The public methods are concrete here and
+    overridden nowhere; a policy is the abstract hooks (`_check_policy`,
+    `_started`, `_available`, `_has_room`, `_put_slot`, `_select`,
+    `_to_evict`), each implemented by every final buffer. All share:
 
     - `capacity`: the number of samples the buffer holds (an integer >= 1).
     - `min_new_per_batch`: every batch holds at least this many never-read
@@ -222,22 +232,27 @@ class AbstractBuffer(eqx.Module):
         check_int("min_new_per_batch", self.min_new_per_batch, minimum=0, maximum=self.capacity)
         self._check_policy()
 
+    # -- policy hooks: every final buffer implements each of them -----------
+
+    @abc.abstractmethod
     def _check_policy(self) -> None:
-        """Checks the subclass's own hyperparameters (after `capacity`)."""
+        """Checks the buffer's own hyperparameters (after `capacity`)."""
 
-    # -- policy hooks -------------------------------------------------------
-
+    @abc.abstractmethod
     def _started(self, state: BufferState, ended: bool) -> bool:
         """Whether reads may begin (the watermark)."""
-        return True
 
+    @abc.abstractmethod
     def _available(self, state: BufferState, ended: bool) -> int:
         """How many reads a batch can draw from now."""
-        return _size(state)
 
+    @abc.abstractmethod
+    def _has_room(self, state: BufferState) -> bool:
+        """Whether a put is accepted now (`can_put`)."""
+
+    @abc.abstractmethod
     def _put_slot(self, state: BufferState) -> int | None:
-        """The slot a new sample goes to (`None`: discard it); `can_put` holds."""
-        return int(np.argmax(state.order < 0))
+        """The slot a new sample goes to (`None`: discard it); `_has_room` holds."""
 
     @abc.abstractmethod
     def _select(
@@ -276,7 +291,7 @@ class AbstractBuffer(eqx.Module):
     def can_put(self, state: BufferState) -> bool:
         """Whether `put` accepts a sample now; `False` means the receiver must
         wait (backpressure), samples are never dropped."""
-        return _size(state) < self.capacity
+        return type(self)._has_room(self, state)
 
     def put(
         self, state: BufferState, sample: Mapping[str, ArrayLike], sample_id: tuple[int, int]
@@ -297,7 +312,7 @@ class AbstractBuffer(eqx.Module):
         _check_state(state, self.capacity)
         arrays = _check_fields(sample, state.data)
         sample_id = _check_sample_id(sample_id)
-        if not policy.can_put(self, state):
+        if not policy._has_room(self, state):
             raise ValueError(
                 f"the buffer cannot take a sample now ({_size(state)}/{self.capacity} "
                 "stored); wait until `can_put` is True."
@@ -321,7 +336,7 @@ class AbstractBuffer(eqx.Module):
     def can_get(self, state: BufferState, batch_size: int, *, ended: bool) -> bool:
         """Whether `get` can draw a batch of `batch_size` now; `ended`: reception
         has ended (every solver run finished)."""
-        return type(self)._why_not(self, state, batch_size, ended) is None
+        return type(self)._why_not(self, state, batch_size, ended)[0] is None
 
     def get(
         self, state: BufferState, batch_size: int, key: PRNGKeyArray, *, ended: bool
@@ -342,30 +357,28 @@ class AbstractBuffer(eqx.Module):
         `can_get` is `False`.
         """
         policy = type(self)
-        reason = policy._why_not(self, state, batch_size, ended)
+        reason, unseen = policy._why_not(self, state, batch_size, ended)
         if reason is not None:
             raise ValueError(f"no batch of {batch_size} now: {reason}; check `can_get` first.")
-        unseen = _unseen(state)
-        n_new = 0 if ended else min(self.min_new_per_batch, int(unseen.sum()))
-        slots = policy._select(self, state, batch_size, n_new, _rng(key))
-        batch = {name: field[slots] for name, field in state.data.items()}
-        ids = state.ids[slots]
-        new = np.unique(slots[unseen[slots]]).size
-        np.add.at(state.seen, slots, 1)
-        evict = policy._to_evict(self, state, slots, ended)
-        state.ids[evict] = -1
-        state.order[evict] = -1
-        state.seen[evict] = 0
-        state.counters[N_EVICTED] += evict.size
-        state.counters[N_BATCHES] += 1
-        state.counters[NEW_SINCE_LAST_BATCH] = 0
-        state.counters[NEW_IN_LAST_BATCH] = new
-        return state, batch, ids
+        return policy._draw(self, state, batch_size, key, ended, unseen)
+
+    def try_get(
+        self, state: BufferState, batch_size: int, key: PRNGKeyArray, *, ended: bool
+    ) -> tuple[BufferState, dict[str, np.ndarray], np.ndarray] | None:
+        """`get` if a batch can be drawn now, else `None` (the state untouched):
+        one call (one pass over the state) where `can_get`, `exhausted` and `get`
+        would make three. With `ended=True`, `None` means `exhausted`: no batch
+        will come again."""
+        policy = type(self)
+        reason, unseen = policy._why_not(self, state, batch_size, ended)
+        if reason is not None:
+            return None
+        return policy._draw(self, state, batch_size, key, ended, unseen)
 
     def exhausted(self, state: BufferState, batch_size: int, *, ended: bool) -> bool:
         """Whether no batch will ever come again: reception has ended and less
         than a batch is left (the remainder is dropped)."""
-        return ended and type(self)._why_not(self, state, batch_size, True) is not None
+        return ended and type(self)._why_not(self, state, batch_size, True)[0] is not None
 
     def stats(self, state: BufferState) -> dict[str, float]:
         """Monitoring numbers: `fill` (size / capacity), `size`, `mean_seen` and
@@ -386,24 +399,53 @@ class AbstractBuffer(eqx.Module):
 
     # -- checks -------------------------------------------------------------
 
-    def _why_not(self, state: BufferState, batch_size: int, ended: bool) -> str | None:
-        """Why no batch can be drawn now, or `None` if one can; raises on a bad
-        `state` or `batch_size`."""
+    def _why_not(
+        self, state: BufferState, batch_size: int, ended: bool
+    ) -> tuple[str | None, np.ndarray]:
+        """Why no batch can be drawn now (`None` if one can), and the mask of
+        never-read slots; raises on a bad `state` or `batch_size`."""
         policy = type(self)
         _check_state(state, self.capacity)
         _check_batch_size(batch_size, self.capacity, self.min_new_per_batch)
+        unseen = _unseen(state)
         if not policy._started(self, state, ended):
-            return "the watermark is not reached (reads wait for it until reception ends)"
+            return "the watermark is not reached (reads wait for it until reception ends)", unseen
         available = policy._available(self, state, ended)
         if available < batch_size:
-            return f"only {available} samples available"
-        n_unseen = int(_unseen(state).sum())
-        if not ended and n_unseen < self.min_new_per_batch and policy.can_put(self, state):
+            return f"only {available} samples available", unseen
+        n_unseen = int(unseen.sum())
+        if not ended and n_unseen < self.min_new_per_batch and policy._has_room(self, state):
             return (
                 f"only {n_unseen} never-read samples, `min_new_per_batch` is "
                 f"{self.min_new_per_batch}"
-            )
-        return None
+            ), unseen
+        return None, unseen
+
+    def _draw(
+        self,
+        state: BufferState,
+        batch_size: int,
+        key: PRNGKeyArray,
+        ended: bool,
+        unseen: np.ndarray,
+    ) -> tuple[BufferState, dict[str, np.ndarray], np.ndarray]:
+        """`get` once `_why_not` said yes (`unseen`: its never-read mask)."""
+        policy = type(self)
+        n_new = 0 if ended else min(self.min_new_per_batch, int(unseen.sum()))
+        slots = policy._select(self, state, batch_size, n_new, _rng(key))
+        batch = {name: field[slots] for name, field in state.data.items()}
+        ids = state.ids[slots]
+        new = np.unique(slots[unseen[slots]]).size
+        np.add.at(state.seen, slots, 1)
+        evict = policy._to_evict(self, state, slots, ended)
+        state.ids[evict] = -1
+        state.order[evict] = -1
+        state.seen[evict] = 0
+        state.counters[N_EVICTED] += evict.size
+        state.counters[N_BATCHES] += 1
+        state.counters[NEW_SINCE_LAST_BATCH] = 0
+        state.counters[NEW_IN_LAST_BATCH] = new
+        return state, batch, ids
 
 
 class FIFO(AbstractBuffer):
@@ -418,6 +460,21 @@ class FIFO(AbstractBuffer):
 
     capacity: int = eqx.field(static=True)
     min_new_per_batch: int = eqx.field(static=True, default=0)
+
+    def _check_policy(self):
+        pass
+
+    def _started(self, state, ended):
+        return True
+
+    def _available(self, state, ended):
+        return _size(state)
+
+    def _has_room(self, state):
+        return _size(state) < self.capacity
+
+    def _put_slot(self, state):
+        return _first_empty(state)
 
     def _select(self, state, batch_size, n_new, rng):
         stored = np.flatnonzero(_occupied(state))
@@ -459,6 +516,12 @@ class FIRO(AbstractBuffer):
         # after reception ends the last batches may repeat a sample (up to its
         # remaining reads), so every one of the S * reads reads is served
         return int(_remaining(state, self.reads).sum()) if ended else _size(state)
+
+    def _has_room(self, state):
+        return _size(state) < self.capacity
+
+    def _put_slot(self, state):
+        return _first_empty(state)
 
     def _select(self, state, batch_size, n_new, rng):
         if _size(state) >= batch_size:

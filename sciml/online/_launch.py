@@ -50,8 +50,9 @@ class SolverJob:
     """What a solver process needs: written to `JOB.json` for the worker.
 
     - `job`: the job's id in the study.
-    - `solver`: the solver function's dotted path (`"package.module.function"`).
-    - `settings`: fixed keyword arguments of the solver (JSON data).
+    - `simulation`: the dotted path (`"package.module.function"`) of the
+      function that runs one simulation.
+    - `settings`: fixed keyword arguments of the simulation (JSON data).
     - `address`: the trainer's endpoint (`tcp://…` or `ipc://…`).
     - `n_steps`: the number of time steps every run yields.
     - `runs`: the runs, in order.
@@ -60,7 +61,7 @@ class SolverJob:
     """
 
     job: int
-    solver: str
+    simulation: str
     settings: dict[str, Any]
     address: str
     n_steps: int

@@ -37,7 +37,7 @@ import equinox as eqx
 import numpy as np
 
 from .._checks import check_choice, check_int
-from ._buffers import N_PUT, AbstractBuffer, BufferState, _random_slots, _size
+from ._buffers import N_PUT, AbstractBuffer, _first_empty, _random_slots, _size
 
 
 class Reservoir(AbstractBuffer):
@@ -75,14 +75,17 @@ class Reservoir(AbstractBuffer):
     def _started(self, state, ended):
         return ended or bool(state.counters[N_PUT] >= self.watermark)
 
-    def can_put(self, state: BufferState) -> bool:
+    def _available(self, state, ended):
+        return _size(state)
+
+    def _has_room(self, state):
         if _size(state) < self.capacity or self.replacement == "uniform":
             return True
         return bool(state.seen.any())
 
     def _put_slot(self, state):
         if _size(state) < self.capacity:
-            return super()._put_slot(state)
+            return _first_empty(state)
         n = int(state.counters[N_PUT]) + 1  # this sample is the n-th one put
         rng = np.random.default_rng((self.seed, n))
         if self.replacement == "uniform":

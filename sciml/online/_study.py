@@ -23,7 +23,7 @@ import numpy as np
 from .._checks import check_positive_int
 from ._runs import run_seed
 from ._sampler import AbstractSampler, MonteCarlo, ParameterSpace
-from ._worker import import_solver
+from ._worker import import_simulation
 
 
 # Validation runs take their seeds from a stream no training run uses.
@@ -36,14 +36,15 @@ class Study:
 
     **Arguments:**
 
-    - `solver`: dotted path of the solver function
-      `solver(params, *, seed, **settings) -> iterator of {name: array}`
+    - `simulation`: dotted path of the function that runs one simulation,
+      `simulation(params, *, seed, **settings) -> iterator of {name: array}`
       (see `solvers/streams.py` for the contract); imported by name in the
-      solver processes, never by `sciml` itself.
+      solver processes (the processes that run simulations), never by `sciml`
+      itself.
     - `space`: the [`ParameterSpace`][sciml.online.ParameterSpace].
     - `n_runs`: planned runs (failed runs are replaced by redrawn ones).
     - `n_steps`: time steps each run yields.
-    - `settings`: fixed keyword arguments of the solver (JSON data).
+    - `settings`: fixed keyword arguments of the simulation (JSON data).
     - `sampler`: a sampler module (default [`MonteCarlo`][sciml.online.MonteCarlo]
       with the study's seed).
     - `concurrency`: solver jobs running at once.
@@ -65,7 +66,7 @@ class Study:
       the study's secret; an ipc socket is protected by its directory's mode.
     """
 
-    solver: str
+    simulation: str
     space: ParameterSpace
     n_runs: int
     n_steps: int
@@ -81,9 +82,10 @@ class Study:
     address: str | None = None
 
     def __post_init__(self):
-        if not isinstance(self.solver, str) or "." not in self.solver:
+        if not isinstance(self.simulation, str) or "." not in self.simulation:
             raise ValueError(
-                f"`solver` must be a dotted path 'package.module.function', got {self.solver!r}."
+                "`simulation` must be a dotted path 'package.module.function', "
+                f"got {self.simulation!r}."
             )
         if not isinstance(self.space, ParameterSpace):
             raise TypeError(f"`space` must be a ParameterSpace, got {type(self.space).__name__}.")
@@ -114,7 +116,7 @@ class Study:
 def _description(study: Study, params: np.ndarray, seeds: list[int]) -> str:
     return json.dumps(
         {
-            "solver": study.solver,
+            "solver": study.simulation,  # the cache key keeps its name: caches stay valid
             "settings": study.settings,
             "n_steps": study.n_steps,
             "names": list(study.space.names),
@@ -125,12 +127,12 @@ def _description(study: Study, params: np.ndarray, seeds: list[int]) -> str:
     )
 
 
-def _solve_run(study: Study, solver, row: np.ndarray, seed: int, run: int, what: str) -> list:
+def _solve_run(study: Study, simulation, row: np.ndarray, seed: int, run: int, what: str) -> list:
     """The time steps of one run: `{fields..., "params", "run", "step"}` each."""
-    fields = list(solver(study.space.as_dict(row), seed=seed, **study.settings))
+    fields = list(simulation(study.space.as_dict(row), seed=seed, **study.settings))
     if len(fields) != study.n_steps:
         raise ValueError(
-            f"the solver {study.solver} yielded {len(fields)} steps for {what}; "
+            f"the simulation {study.simulation} yielded {len(fields)} steps for {what}; "
             f"the study declares n_steps = {study.n_steps}."
         )
     params = row.astype(np.float32)
@@ -155,10 +157,10 @@ def validation_data(study: Study, path: str | Path | None = None) -> dict[str, n
         with h5py.File(path, "r") as f:
             if f.attrs.get("description") == description:
                 return {name: f[name][...] for name in f}
-    solver = import_solver(study.solver)
+    simulation = import_simulation(study.simulation)
     steps: list[dict[str, np.ndarray]] = []
     for j in range(study.n_validation):
-        steps += _solve_run(study, solver, params[j], seeds[j], j, "a validation run")
+        steps += _solve_run(study, simulation, params[j], seeds[j], j, "a validation run")
     data = _stack(steps)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,15 +199,15 @@ def offline_data(study: Study, n_runs: int, path: str | Path) -> dict[str, np.nd
             stale = f.attrs.get("description") != description
         if stale:
             path.unlink()
-    solver = None
+    simulation = None
     n = study.n_steps
     with h5py.File(path, "a") as f:
         if "done" not in f:
             f.attrs["description"] = description
             f.create_dataset("done", data=np.zeros(n_runs, bool))
         for r in np.flatnonzero(~f["done"][...]):
-            solver = solver or import_solver(study.solver)
-            data = _stack(_solve_run(study, solver, params[r], seeds[r], int(r), f"run {r}"))
+            simulation = simulation or import_simulation(study.simulation)
+            data = _stack(_solve_run(study, simulation, params[r], seeds[r], int(r), f"run {r}"))
             for name, array in data.items():
                 if name not in f:
                     f.create_dataset(name, (n_runs * n, *array.shape[1:]), array.dtype)

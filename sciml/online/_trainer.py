@@ -29,7 +29,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ..training import FitResult, fit
+from ..training import FitResult, TrainSettings, fit
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, LocalLauncher
 from ._stream import SampleStream
@@ -81,46 +81,45 @@ def train_online(
     buffer: AbstractBuffer,
     optimizer: optax.GradientTransformation,
     batch_size: int,
-    steps: int,
     key: jax.Array,
-    workdir: str | Path,
+    settings: TrainSettings | None = None,
     launcher: AbstractLauncher | None = None,
     evaluate: Callable[[Any, dict[str, np.ndarray]], dict[str, float]] | None = None,
-    eval_every: int = 0,
-    checkpoint_every: int = 0,
-    keep_checkpoints: int = 3,
-    log_every: int = 10,
-    progress: bool = True,
-    fingerprint: dict | None = None,
-    run_config: dict | None = None,
-    description: str = "online",
     devices: list | None = None,
+    **options: Any,
 ) -> OnlineResult:
     """Trains `model` on samples streamed by the study's solver runs.
 
     **Arguments:**
 
     - `study`: the [`Study`][sciml.online.Study] (solver, parameters, runs).
-    - `model`, `optimizer`, `steps`, `key`: as in
-      [`fit`][sciml.training.fit]; training stops at `steps` or earlier, when
-      the stream has ended.
+    - `model`, `optimizer`, `key`: as in [`fit`][sciml.training.fit].
     - `loss_fn(model, batch, key) -> (loss, aux)`: `batch` is a dict of the
       solver's fields `(batch_size, *shape)` plus `"params"`
       `(batch_size, n_params)`, the parameters of each sample's run.
     - `buffer`: the training buffer module.
     - `batch_size`: samples per step (a multiple of the number of devices).
-    - `workdir`: the run directory: checkpoints, `metrics.jsonl`,
-      `validation.h5`, and `online/` (job specs, solver logs, `events.jsonl`).
-      A directory with checkpoints is resumed.
     - `launcher`: default [`LocalLauncher`][sciml.online.LocalLauncher]`()`.
     - `evaluate(model, validation) -> dict of scalars`: the validation metric,
       run every `eval_every` steps and at the end on the validation data
       (same layout as a batch, all validation steps at once).
-    - the rest as in `fit`.
+    - `devices`: the devices a batch is split over (default: all local ones).
+    - the loop's settings, as in `fit`: `settings=`
+      [`TrainSettings`][sciml.training.TrainSettings]`(...)` or keywords
+      (`steps=2500, workdir=...`); `description` defaults to `"online"`.
+      Training stops at `steps` or earlier, when the stream has ended.
+      `workdir` is required: the run directory of checkpoints,
+      `metrics.jsonl`, `validation.h5`, and `online/` (job specs, solver logs,
+      `events.jsonl`). A directory with checkpoints is resumed.
 
     **Returns:** an [`OnlineResult`][sciml.online.OnlineResult].
     """
-    workdir = Path(workdir)
+    if settings is None and "description" not in options:
+        options["description"] = "online"
+    settings = TrainSettings.build(settings, **options)
+    if settings.workdir is None:
+        raise ValueError("`workdir` is required: online training keeps its run directory.")
+    workdir = Path(settings.workdir)
     sharding = data_sharding(batch_size, devices)
     validation = validation_data(study, workdir / "validation.h5")
     example = {name: x[0] for name, x in validation.items() if name not in BOOKKEEPING}
@@ -144,18 +143,9 @@ def train_online(
             loss_fn,
             batch_fn,
             optimizer=optimizer,
-            steps=steps,
             key=key,
-            workdir=workdir,
-            checkpoint_every=checkpoint_every,
-            keep_checkpoints=keep_checkpoints,
-            log_every=log_every,
+            settings=settings,
             eval_fn=eval_fn,
-            eval_every=eval_every,
-            progress=progress,
-            fingerprint=fingerprint,
-            description=description,
-            run_config=run_config,
             extra_state=stream,
             monitor=stream.monitor,
         )

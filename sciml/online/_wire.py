@@ -350,7 +350,26 @@ def decode(data: object, secret: bytes, schema: Schema) -> Message:
     if kind == "close":
         return Message(kind, run, attempt, status=head["status"])
 
-    specs = head["fields"]
+    check_field_specs(head["fields"], schema)
+    if len(payload) != cap:
+        raise RejectedMessage("malformed", f"payload of {len(payload)} bytes != {cap}.")
+    step = head["step"]
+    if not 0 <= step < schema.n_steps:
+        raise RejectedMessage("step", f"step {step} outside 0 .. {schema.n_steps - 1}.")
+
+    arrays, offset = {}, 0
+    for name, dtype, count, end, shape in schema._layout:
+        array = np.frombuffer(payload, dtype, count=count, offset=offset).reshape(shape)
+        array.flags.writeable = False
+        arrays[name] = array
+        offset = end
+    return Message(kind, run, attempt, step=step, fields=arrays)
+
+
+def check_field_specs(specs: list[dict[str, Any]], schema: Schema) -> None:
+    """Raises `RejectedMessage` unless a data header's field specs (`name`,
+    `dtype`, `shape` each) are the schema's fields, in order: `malformed` for
+    other names, then `dtype`, then `shape`."""
     names = [spec["name"] for spec in specs]
     expected = [f.name for f in schema.fields]
     if names != expected:
@@ -365,19 +384,6 @@ def decode(data: object, secret: bytes, schema: Schema) -> Message:
             raise RejectedMessage(
                 "shape", f"field {field.name!r} has shape {spec['shape']}, not {list(field.shape)}."
             )
-    if len(payload) != cap:
-        raise RejectedMessage("malformed", f"payload of {len(payload)} bytes != {cap}.")
-    step = head["step"]
-    if not 0 <= step < schema.n_steps:
-        raise RejectedMessage("step", f"step {step} outside 0 .. {schema.n_steps - 1}.")
-
-    arrays, offset = {}, 0
-    for name, dtype, count, end, shape in schema._layout:
-        array = np.frombuffer(payload, dtype, count=count, offset=offset).reshape(shape)
-        array.flags.writeable = False
-        arrays[name] = array
-        offset = end
-    return Message(kind, run, attempt, step=step, fields=arrays)
 
 
 def check_finite(message: Message) -> None:

@@ -65,45 +65,47 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def import_solver(path: str) -> Callable:
+def import_simulation(path: str) -> Callable:
     """The function named by a dotted path `package.module.function`."""
     module_name, _, name = path.rpartition(".")
     if not module_name:
-        raise ValueError(f"solver must be a dotted path 'package.module.function', got {path!r}.")
+        raise ValueError(
+            f"`simulation` must be a dotted path 'package.module.function', got {path!r}."
+        )
     module = importlib.import_module(module_name)
     try:
         return getattr(module, name)
     except AttributeError:
-        raise ValueError(f"module {module_name!r} has no solver function {name!r}.") from None
+        raise ValueError(f"module {module_name!r} has no function {name!r}.") from None
 
 
-def run_one(solver: Callable, job: SolverJob, run: RunSpec, secret: bytes) -> None:
-    """Streams the time steps of one run to the trainer."""
+def run_one(simulation: Callable, job: SolverJob, run: RunSpec, secret: bytes) -> None:
+    """Streams the time steps of one run of `simulation` to the trainer."""
     timeout_ms = None if job.timeout is None else max(1, round(job.timeout * 1000))
     with SolverClient(
         job.address, secret, run=run.run, attempt=run.attempt, send_timeout_ms=timeout_ms
     ) as client:
         client.open(run.params)
         steps = 0
-        for step, fields in enumerate(solver(dict(run.params), seed=run.seed, **job.settings)):
+        for step, fields in enumerate(simulation(dict(run.params), seed=run.seed, **job.settings)):
             if step >= job.n_steps:
                 raise RuntimeError(
-                    f"the solver yielded more than the study's n_steps = {job.n_steps} steps."
+                    f"the simulation yielded more than the study's n_steps = {job.n_steps} steps."
                 )
             client.send(step, fields)
             steps += 1
         if steps != job.n_steps:
             raise RuntimeError(
-                f"the solver yielded {steps} steps, the study expects {job.n_steps}."
+                f"the simulation yielded {steps} steps, the study expects {job.n_steps}."
             )
         client.close(CloseStatus.OK)
 
 
 def run_job(job: SolverJob, secret: bytes) -> None:
-    solver = import_solver(job.solver)
+    simulation = import_simulation(job.simulation)
     for run in job.runs:
         print(f"job {job.job}: run {run.run} (attempt {run.attempt})", flush=True)
-        run_one(solver, job, run, secret)
+        run_one(simulation, job, run, secret)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,10 +16,11 @@ import jax
 import numpy as np
 import optax
 
-from .._checks import check_int, check_key, check_positive_int
+from .._checks import check_key
 from ._checkpoint import Checkpointer, Extra
 from ._metrics import MetricsWriter
 from ._progress import progress_bar
+from ._settings import TrainSettings
 from ._step import LossFn, init_opt_state, make_train_step
 
 
@@ -169,7 +170,7 @@ class _Pending:
         return last
 
 
-def _check_fit_arguments(model, loss_fn, batch_fn, optimizer, steps, key, eval_fn) -> None:
+def _check_fit_arguments(model, loss_fn, batch_fn, optimizer, key, eval_fn) -> None:
     for name, fn in (("loss_fn", loss_fn), ("batch_fn", batch_fn)):
         if not callable(fn):
             raise TypeError(f"`{name}` must be a function, got {type(fn).__name__}.")
@@ -187,7 +188,6 @@ def _check_fit_arguments(model, loss_fn, batch_fn, optimizer, steps, key, eval_f
             f"`optimizer` must be an `optax.GradientTransformation`, got "
             f"{type(optimizer).__name__}.{fix}"
         )
-    check_int("steps", steps, minimum=0)
     check_key("key", key)
 
 
@@ -215,21 +215,12 @@ def fit(
     batch_fn: Callable[[int, jax.Array], Any],
     *,
     optimizer: optax.GradientTransformation,
-    steps: int,
     key: jax.Array,
-    workdir: str | Path | None = None,
-    checkpoint_every: int = 0,
-    keep_checkpoints: int = 3,
-    log_every: int = 10,
+    settings: TrainSettings | None = None,
     eval_fn: Callable[[Any], dict[str, float]] | None = None,
-    eval_every: int = 0,
-    progress: bool = True,
-    fingerprint: dict | None = None,
-    description: str = "train",
-    run_config: dict | None = None,
-    check_batch: bool = True,
     extra_state: ExtraState | None = None,
     monitor: Callable[[], dict[str, float]] | None = None,
+    **options: Any,
 ) -> FitResult:
     """Trains `model` for `steps` optimiser steps.
 
@@ -268,17 +259,20 @@ def fit(
     **Arguments:** `model`; `loss_fn(model, batch, key) -> (scalar loss, dict of
     scalars)`; `batch_fn(step, key) -> batch`; `optimizer` an
     `optax.GradientTransformation` (build one from a config with
-    [`make_optimizer`][sciml.training.make_optimizer]); `steps` an int >= 0;
-    `key` a PRNG key (`jax.random.key(0)`); `eval_fn(model) -> dict of scalars`;
-    the rest as described above.
+    [`make_optimizer`][sciml.training.make_optimizer]); `key` a PRNG key
+    (`jax.random.key(0)`); `eval_fn(model) -> dict of scalars`; `extra_state`
+    and `monitor` as described above; the loop's settings (`steps`, `workdir`,
+    `checkpoint_every`, `keep_checkpoints`, `log_every`, `eval_every`,
+    `progress`, `fingerprint`, `description`, `run_config`, `check_batch`) as
+    `settings=`[`TrainSettings`][sciml.training.TrainSettings]`(...)` or as
+    keywords (`steps=100`; keywords replace fields of `settings`).
 
     **Returns:** a [`FitResult`][sciml.training.FitResult].
     """
-    _check_fit_arguments(model, loss_fn, batch_fn, optimizer, steps, key, eval_fn)
-    for name, value in (("checkpoint_every", checkpoint_every), ("eval_every", eval_every)):
-        check_int(name, value, minimum=0)
-    check_positive_int("log_every", log_every)
-    check_positive_int("keep_checkpoints", keep_checkpoints)
+    settings = TrainSettings.build(settings, **options)
+    _check_fit_arguments(model, loss_fn, batch_fn, optimizer, key, eval_fn)
+    steps, workdir, description = settings.steps, settings.workdir, settings.description
+    checkpoint_every, eval_every = settings.checkpoint_every, settings.eval_every
 
     opt_state = init_opt_state(optimizer, model)
     start = 0
@@ -288,9 +282,9 @@ def fit(
         workdir = Path(workdir)
         checkpointer = Checkpointer(
             workdir / "checkpoints",
-            keep=keep_checkpoints,
-            fingerprint=fingerprint,
-            run_config=run_config,
+            keep=settings.keep_checkpoints,
+            fingerprint=settings.fingerprint,
+            run_config=settings.run_config,
         )
         writer = MetricsWriter(workdir / "metrics.jsonl")
         if checkpointer.latest_step() is not None:
@@ -301,9 +295,9 @@ def fit(
             metrics.update(_resumed_metrics(writer, start))
             print(f"{description}: resuming from step {start} of {steps}", file=sys.stderr)
 
-    train_step = make_train_step(loss_fn, optimizer, check_batch=bool(check_batch))
+    train_step = make_train_step(loss_fn, optimizer, check_batch=bool(settings.check_batch))
     pending = _Pending()
-    bar = progress_bar(steps, initial=start, desc=description, disable=not progress)
+    bar = progress_bar(steps, initial=start, desc=description, disable=not settings.progress)
     last_time, last_step = time.perf_counter(), start
 
     def log(step: int) -> None:
@@ -357,7 +351,7 @@ def fit(
                 state = (model, opt_state, key, step)
                 bar.update(1)
                 at_checkpoint = checkpoint_every and step % checkpoint_every == 0
-                if step % log_every == 0 or at_checkpoint or step == steps:
+                if step % settings.log_every == 0 or at_checkpoint or step == steps:
                     log(step)
                 if at_checkpoint:
                     save(state)

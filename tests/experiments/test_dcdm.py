@@ -68,7 +68,7 @@ def test_bad_model_block_is_refused_before_the_data_are_built(kind, labels, matc
 def test_one_step_losses_report_the_paper_and_the_a_norm_loss(tmp_path):
     """Both losses for the network and every baseline; the A-norm loss lies in
     [0, 1] and ranks AMG (a near-inverse) ahead of plain CG (M = I)."""
-    from experiments.tasks.dcdm import make_model, one_step_losses
+    from experiments.tasks.dcdm.dcdm import make_model, one_step_losses
 
     config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
     config.model.kind = "multilevel"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks.insr_advection1d import build, spectral_floor
+from experiments.tasks.insr.insr_advection1d import build, spectral_floor
 from sciml import insr
 from tests.experiments._insr_run import run_tiny
 
@@ -112,7 +112,7 @@ def test_taylor_green_tiny_config_runs_and_compares(tmp_path):
     assert summary["error"] < 0.05  # an 8-wide SIREN fitted in 10 iterations
     assert summary["n_steps"] == 2 and summary["param_bytes"] == 4 * summary["n_params"]
     np.testing.assert_allclose(np.load(tmp_path / "times.npy"), [0.0, 0.05, 0.1])
-    from experiments.tasks.insr_taylor_green import build
+    from experiments.tasks.insr.insr_taylor_green import build
 
     _, field, integrator, _ = build(config)
     like = eqx.filter_vmap(lambda _: field)(np.arange(3))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks.insr_elasticity import build
+from experiments.tasks.insr.insr_elasticity import build
 from sciml import insr
 from tests.experiments._insr_run import run_tiny
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks.ns_turbulent import radial_spectrum
+from experiments.tasks.operators.ns_turbulent import radial_spectrum
 
 
 CONFIGS = run.__file__.rsplit("/", 1)[0] + "/configs"
@@ -77,9 +77,9 @@ def test_plot_models_must_be_trained(tmp_path):
 SHARDED = """
 import jax, optax
 from experiments import run
-from experiments.tasks.operators_ns import data_from_config, experiment
-from experiments.tasks.operators_common import train_step_memory
-from experiments.tasks.operators_table import parse_spec, sharded_step_memory
+from experiments.tasks.operators.operators_ns import data_from_config, experiment
+from experiments.tasks.operators.operators_common import train_step_memory
+from experiments.tasks.operators.operators_table import parse_spec, sharded_step_memory
 config = run.load_config("{configs}/ns_turbulent.py:tiny")
 config.memory_devices = 4
 data = data_from_config(config)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks import online_ns, online_vs_offline
-from experiments.tasks.online_common import study_from_config
+from experiments.tasks.online import online_ns, online_vs_offline
+from experiments.tasks.online.online_common import study_from_config
 from sciml.online import validation_data
 from sciml.training import read_metrics
 
@@ -92,7 +92,7 @@ def test_online_vs_offline_navier_stokes_offline_part(tmp_path):
 def test_online_vs_offline_problem_must_match_the_study():
     config = run.load_config(str(CONFIGS / "online_vs_offline.py") + ":tiny")
     config.problem = "navier_stokes"
-    with pytest.raises(ValueError, match="needs config.study.solver"):
+    with pytest.raises(ValueError, match="needs config.study.simulation"):
         online_vs_offline.surrogate_builder(config)
     config.problem = "burgers"
     with pytest.raises(ValueError, match="config.problem must be one of"):

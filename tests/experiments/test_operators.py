@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from experiments import run
-from experiments.tasks.operators_common import model_config
-from experiments.tasks.operators_table import markdown_table, parse_spec
+from experiments.tasks.operators.operators_common import model_config
+from experiments.tasks.operators.operators_table import markdown_table, parse_spec
 from sciml.training import read_metrics
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks import operators_darcy
+from experiments.tasks.operators import operators_darcy
 from solvers import darcy, generate
 
 
@@ -42,7 +42,7 @@ def test_darcy_reads_the_files_it_is_given(darcy_files, tmp_path):
     summary = run.main_from_config(config, tmp_path)
     assert "test_rel_l2_2x" in summary and np.isfinite(summary["test_rel_l2"])
     # The data the task built are the files' samples, scaled as in-process data are.
-    from experiments.tasks.operators_common import OperatorData, arrays_from_files
+    from experiments.tasks.operators.operators_common import OperatorData, arrays_from_files
 
     arrays = arrays_from_files(config.data, problem="darcy")
     np.testing.assert_array_equal(arrays[0][:, 0], a_train)
@@ -65,7 +65,7 @@ def test_bad_data_files_name_the_config_key(darcy_files, tmp_path):
 
 
 def test_a_separate_test_file_serves_every_training_size(darcy_files, tmp_path):
-    from experiments.tasks.operators_common import arrays_from_files
+    from experiments.tasks.operators.operators_common import arrays_from_files
 
     coarse, _ = darcy_files  # seed 5
     test = generate.generate("darcy", 4, 17, tmp_path / "t17.h5", seed=6, progress=False)
@@ -99,7 +99,7 @@ def test_a_separate_test_file_serves_every_training_size(darcy_files, tmp_path):
 
 
 def test_ns_checks_physical_parameters_against_the_file(tmp_path):
-    from experiments.tasks import operators_ns
+    from experiments.tasks.operators import operators_ns
 
     params = {"t_final": 0.02, "record_every": 0.01, "dt": 0.01, "viscosity": 1e-3}
     path = generate.generate(
@@ -128,7 +128,7 @@ def test_predictions_figure_keeps_every_title_inside(darcy_files, tmp_path):
     import jax
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from experiments.tasks.operators_common import (
+    from experiments.tasks.operators.operators_common import (
         OperatorData,
         arrays_from_files,
         build_model,

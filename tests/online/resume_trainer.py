@@ -32,7 +32,7 @@ def loss_fn(model, batch, key):
 
 def main(workdir: Path, buffer: str, concurrency: int) -> None:
     study = Study(
-        solver="tests.online.stream_solvers.slow_counter",
+        simulation="tests.online.stream_solvers.slow_counter",
         space=ParameterSpace({"a": (0.0, 1.0)}),
         n_runs=N_RUNS,
         n_steps=N_STEPS,

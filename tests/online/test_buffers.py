@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from sciml.online._buffers import FIFO, FIRO, N_INSERTED, N_PUT, BufferState
+from sciml.online._buffers import FIFO, FIRO, N_INSERTED, N_PUT, AbstractBuffer, BufferState
 from sciml.online._reservoir import Reservoir
 
 
@@ -59,6 +59,12 @@ def _stream(buffer, n_samples, batch_size, *, p_put=0.6, seed=0, after_put=None,
         ended = i == n_samples
         wants_put = not ended and schedule.random() < p_put
         can_get = buffer.can_get(state, batch_size, ended=ended)
+        # the one call a training loop makes agrees with can_get / exhausted / get
+        drawn = buffer.try_get(
+            jax.tree.map(np.copy, state), batch_size, _key(len(batches)), ended=ended
+        )
+        assert (drawn is not None) == can_get
+        assert (drawn is None and ended) == buffer.exhausted(state, batch_size, ended=ended)
         if not ended and buffer.can_put(state) and (wants_put or not can_get):
             state = _put(buffer, state, i)
             if after_put is not None:
@@ -67,6 +73,8 @@ def _stream(buffer, n_samples, batch_size, *, p_put=0.6, seed=0, after_put=None,
         elif can_get:
             state, batch, ids = buffer.get(state, batch_size, _key(len(batches)), ended=ended)
             _check_batch(batch, ids)
+            np.testing.assert_array_equal(drawn[2], ids)
+            jax.tree.map(np.testing.assert_array_equal, drawn[0], state)
             batches.append(ids)
             if after_get is not None:
                 after_get(state, ids, ended)
@@ -412,6 +420,18 @@ def test_same_keys_same_batches_and_checkpoint_round_trip(buffer):
         np.testing.assert_array_equal(i1, i2)
         jax.tree.map(np.testing.assert_array_equal, b1, b2)
     jax.tree.map(np.testing.assert_array_equal, state, restored)
+
+
+def test_final_buffers_override_no_concrete_method():
+    """Abstract or final: a buffer policy is the abstract hooks, nothing else."""
+    concrete = {
+        name
+        for name, value in vars(AbstractBuffer).items()
+        if callable(value) and not getattr(value, "__isabstractmethod__", False)
+    } - {"__init__", "__check_init__"}
+    assert {"put", "get", "try_get", "can_put"} <= concrete
+    for policy in (FIFO, FIRO, Reservoir):
+        assert not concrete & set(vars(policy)), policy
 
 
 def test_reads_depend_on_the_key():

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from experiments.configs.online_ns_tfno import get_config
-from experiments.tasks.online_common import launcher_from_config
+from experiments.tasks.online.online_common import launcher_from_config
 from sciml.online import SlurmLauncher, SolverJob
 from sciml.online._launch import SECRET_ENV
 from sciml.online._slurm import (
@@ -295,7 +295,7 @@ def test_a_job_cancelled_with_scancel_has_its_runs_resubmitted(slurm, tmp_path):
     watcher.start()
     settings = {"marker_dir": str(markers), "after": 1}
     study = make_study("counter", settings, runs_per_job=1, n_runs=4, timeout=60.0)
-    study = dataclasses.replace(study, solver="tests.online.slurm_solvers.wait_for_cancel")
+    study = dataclasses.replace(study, simulation="tests.online.slurm_solvers.wait_for_cancel")
     launcher = SlurmLauncher(poll_interval=0.5)
     try:
         result = train(study, tmp_path / "run", launcher=launcher)

@@ -11,7 +11,7 @@ N_STEPS = 3
 
 def make_study(**kwargs):
     return Study(
-        solver="tests.online.stream_solvers.counter",
+        simulation="tests.online.stream_solvers.counter",
         space=ParameterSpace({"a": (0.0, 1.0)}),
         n_runs=10,
         n_steps=N_STEPS,

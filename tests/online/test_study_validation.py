@@ -14,9 +14,10 @@ CONFIG = str(Path(__file__).parents[2] / "experiments" / "configs" / "online_hea
 
 # (override, words the error must contain): one bad setting each
 BAD = [
-    ("study.solver=solvers.streams.no_such_solver", ["study.solver", "no_such_solver"]),
-    ("study.solver=no_such_package.heat", ["study.solver", "no_such_package"]),
-    ("study.solver=heat_fields", ["study.solver", "dotted"]),
+    ("study.simulation=solvers.streams.no_such_solver", ["study.simulation", "no_such_solver"]),
+    ("study.simulation=no_such_package.heat", ["study.simulation", "no_such_package"]),
+    ("study.simulation=heat_fields", ["study.simulation", "dotted"]),
+    ("study.solver=solvers.streams.heat_fields", ["'study.solver'", "'study.simulation'"]),
     ("study.concurrency=0", ["study.concurrency", ">= 1"]),
     ("study.concurrency=-2", ["study.concurrency", ">= 1"]),
     ("study.runs_per_job=0", ["study.runs_per_job"]),
@@ -54,3 +55,21 @@ def test_a_bad_study_setting_fails_in_parse_and_writes_nothing(tmp_path, overrid
     assert all(word in message for word in words), message
     assert "\n" not in message
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_config_with_the_old_solver_key_is_told_the_new_one(tmp_path):
+    """A study config written before the rename (`study.solver`) fails in `parse`."""
+    config = tmp_path / "old_online.py"
+    config.write_text(
+        f"import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('online_heat', {CONFIG.split(':')[0]!r})\n"
+        "online_heat = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(online_heat)\n\n\n"
+        "def get_config(variant=''):\n"
+        "    config = online_heat.get_config('tiny')\n"
+        "    config.study.solver = config.study.simulation\n"
+        "    return config\n"
+    )
+    with pytest.raises(ConfigError, match="'study.solver' was renamed 'study.simulation'"):
+        run.parse(["--config", str(config), "--workdir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()

@@ -25,11 +25,11 @@ N_RUNS, N_STEPS = 6, 5
 PLANNED = {(r, k) for r in range(N_RUNS) for k in range(N_STEPS)}
 
 
-def make_study(solver="counter", settings=None, **kwargs):
+def make_study(simulation="counter", settings=None, **kwargs):
     options = dict(n_runs=N_RUNS, concurrency=2, runs_per_job=2, n_validation=1, seed=0)
     options.update(kwargs)
     return Study(
-        solver=f"tests.online.stream_solvers.{solver}",
+        simulation=f"tests.online.stream_solvers.{simulation}",
         space=ParameterSpace({"a": (0.0, 1.0)}),
         n_steps=N_STEPS,
         settings={"n_steps": N_STEPS, **(settings or {})},

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks.ptd_robustness import sinusoids, top_frequency
-from experiments.tasks.ssm_common import adding_batch, recall_batch
+from experiments.tasks.ssm.ptd_robustness import sinusoids, top_frequency
+from experiments.tasks.ssm.ssm_common import adding_batch, recall_batch
 
 
 CONFIGS = Path(__file__).parents[2] / "experiments" / "configs"

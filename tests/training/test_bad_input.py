@@ -13,6 +13,7 @@ import pytest
 from sciml.training import (
     NonFiniteBatchError,
     NonFiniteLossError,
+    TrainSettings,
     fit,
     make_optimizer,
     make_schedule,
@@ -193,3 +194,21 @@ def test_make_optimizer_refuses_a_non_mapping(untyped):
 def test_negative_or_fractional_intervals(untyped, name):
     with pytest.raises(ValueError, match=f"`{name}` must be an integer >= 0"):
         _fit(**{name: 1.5})
+
+
+def test_a_misspelt_setting_names_the_close_one():
+    with pytest.raises(
+        TypeError, match="`log_evry` is not a training setting. Did you mean `log_every`"
+    ):
+        _fit(log_evry=5)
+
+
+def test_settings_need_steps_and_a_settings_object(untyped):
+    model, loss_fn, batch_fn = _toy()
+    common = dict(optimizer=make_optimizer({}), key=jax.random.key(1))
+    with pytest.raises(TypeError, match="`steps` is required"):
+        fit(model, loss_fn, batch_fn, **common)
+    with pytest.raises(TypeError, match="`settings` must be a `TrainSettings`"):
+        fit(model, loss_fn, batch_fn, settings={"steps": 2}, **common)
+    with pytest.raises(ValueError, match="`log_every` must be a positive integer, got 0"):
+        TrainSettings(steps=2, log_every=0)

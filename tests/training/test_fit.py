@@ -17,6 +17,7 @@ from sciml.training import (
     CheckpointMismatchError,
     Extra,
     NonFiniteLossError,
+    TrainSettings,
     fit,
     init_opt_state,
     make_optimizer,
@@ -280,3 +281,16 @@ def test_extra_state_round_trips_beside_the_model(tmp_path, getkey):
     for name, array in arrays.items():
         assert extra.arrays[name].dtype == array.dtype, name
         np.testing.assert_array_equal(extra.arrays[name], array)
+
+
+def test_settings_object_and_keywords_train_the_same(getkey):
+    """`settings=TrainSettings(...)` and the same options as keywords are one run;
+    a keyword replaces the field of `settings`."""
+    model, loss_fn, batch_fn = _toy(getkey)
+    common = dict(optimizer=make_optimizer({"learning_rate": 0.05}), key=jax.random.key(3))
+    by_keywords = fit(model, loss_fn, batch_fn, steps=20, log_every=5, progress=False, **common)
+    settings = TrainSettings(steps=7, log_every=5, progress=False)
+    by_settings = fit(model, loss_fn, batch_fn, settings=settings, steps=20, **common)
+    assert by_keywords.step == by_settings.step == 20
+    assert eqx.tree_equal(by_keywords.model, by_settings.model)
+    assert by_keywords.metrics["loss"] == by_settings.metrics["loss"]

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.tasks.online_common import (
+from experiments.tasks.online.online_common import (
     Surrogate,
     online_train_and_evaluate,
     validate_online_config,

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.tasks import insr_common as common
+from experiments.tasks.insr import insr_common as common
 from sciml import insr
 from sciml.solution import RESULTS
 from solvers.advection import CentralCN, UpwindCN

@@ -35,8 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.tasks import online_heat, online_ns
-from experiments.tasks.online_common import (
+from experiments.tasks.online import online_heat, online_ns
+from experiments.tasks.online.online_common import (
     Surrogate,
     run_online,
     study_from_config,
@@ -47,7 +47,7 @@ from sciml.online import Study, offline_data, validation_data
 from sciml.training import read_metrics
 
 
-#: `config.problem` → (its surrogate builder, the stream solver it needs).
+#: `config.problem` → (its surrogate builder, the simulation it needs).
 PROBLEMS = {
     "heat": (online_heat.surrogate, "solvers.streams.heat_fields"),
     "navier_stokes": (online_ns.surrogate, "solvers.streams.navier_stokes_pairs"),
@@ -55,16 +55,16 @@ PROBLEMS = {
 
 
 def surrogate_builder(config):
-    """The surrogate builder of `config.problem`, checked against `config.study.solver`."""
+    """The surrogate builder of `config.problem`, checked against `config.study.simulation`."""
     if config.problem not in PROBLEMS:
         raise ValueError(
             f"config.problem must be one of {sorted(PROBLEMS)}, got {config.problem!r}."
         )
-    build, solver = PROBLEMS[config.problem]
-    if config.study.solver != solver:
+    build, simulation = PROBLEMS[config.problem]
+    if config.study.simulation != simulation:
         raise ValueError(
-            f"config.problem = {config.problem!r} needs config.study.solver = {solver!r}, got "
-            f"{config.study.solver!r}; pick the problem with the config's variant "
+            f"config.problem = {config.problem!r} needs config.study.simulation = {simulation!r}, "
+            f"got {config.study.simulation!r}; pick the problem with the config's variant "
             "(online_vs_offline.py or online_vs_offline.py:navier_stokes) rather than by override."
         )
     return build

@@ -1,11 +1,11 @@
-"""Recall the first token with an S4D or S5 model (see `ssm_common`)."""
+"""The adding problem with an S4D or S5 model (see `ssm_common`)."""
 
-from experiments.tasks.ssm_common import sequence_experiment, validate_sequence_config
+from experiments.tasks.ssm.ssm_common import sequence_experiment, validate_sequence_config
 from sciml.experiment import train_experiment
 
 
 def build(config):
-    return sequence_experiment(config, "recall")
+    return sequence_experiment(config, "adding")
 
 
 def train_and_evaluate(config, workdir):
@@ -14,4 +14,4 @@ def train_and_evaluate(config, workdir):
 
 def validate_config(config):
     """Data and model sizes, checked by the runner before anything is written."""
-    validate_sequence_config(config, classes=True)
+    validate_sequence_config(config, classes=False)

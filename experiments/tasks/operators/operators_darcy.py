@@ -17,7 +17,7 @@ import functools
 
 import numpy as np
 
-from experiments.tasks.operators_common import (
+from experiments.tasks.operators.operators_common import (
     OperatorData,
     arrays_from_files,
     build_experiment,

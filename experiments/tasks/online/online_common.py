@@ -29,6 +29,7 @@ from sciml.experiment import (
     fingerprint,
     plot_loss,
     readable_log_ticks,
+    train_settings,
 )
 from sciml.online import (
     FIFO,
@@ -85,19 +86,16 @@ def run_online(
         buffer=buffer_from_config(config.buffer),
         optimizer=make_optimizer(config.optimizer),
         batch_size=int(config.train.batch_size),
-        steps=int(config.train.steps),
         key=jax.random.key(int(config.seed) + 1),
-        workdir=workdir,
+        settings=train_settings(
+            config,
+            workdir=workdir,
+            fingerprint=fingerprint(config),
+            run_config=config_json(config),
+            description=str(config.name),
+        ),
         launcher=launcher_from_config(config.launcher),
         evaluate=surrogate.evaluate,
-        eval_every=int(config.train.eval_every),
-        checkpoint_every=int(config.train.checkpoint_every),
-        keep_checkpoints=int(config.train.keep_checkpoints),
-        log_every=int(config.train.log_every),
-        progress=bool(config.train.progress),
-        fingerprint=fingerprint(config),
-        run_config=config_json(config),
-        description=str(config.name),
     )
     seconds = time.perf_counter() - start
     plot_dir = workdir / "plots"
@@ -146,7 +144,7 @@ def study_from_config(config: ml_collections.ConfigDict) -> Study:
     cfg = config.study
     space = ParameterSpace({name: tuple(spec) for name, spec in cfg.space.items()})
     return Study(
-        solver=cfg.solver,
+        simulation=cfg.simulation,
         space=space,
         n_runs=int(cfg.n_runs),
         n_steps=int(cfg.n_steps),
@@ -303,7 +301,7 @@ def validate_online_config(config) -> None:
         raise ConfigError(
             f"config key 'study.start_timeout' must be a number >= 0, got {start_timeout!r}."
         )
-    _check_solver(config.study.solver)
+    _check_simulation(config.study)
     for name, spec in config.study.space.items():
         spec = list(spec)
         if (
@@ -344,22 +342,29 @@ def validate_online_config(config) -> None:
             raise ConfigError(f"config.{block}: {error}") from None
 
 
-def _check_solver(path: Any) -> None:
-    """`study.solver` names an importable callable `package.module.function`."""
+def _check_simulation(study: ml_collections.ConfigDict) -> None:
+    """`study.simulation` names an importable callable `package.module.function`
+    (the key was `study.solver` before)."""
+    if "solver" in study:
+        raise ConfigError(
+            "config key 'study.solver' was renamed 'study.simulation' (the dotted path of "
+            "the function that runs one simulation); did you mean 'study.simulation'?"
+        )
+    path = study.get("simulation")
     module_name, _, function = str(path).rpartition(".")
     if not isinstance(path, str) or not module_name:
         raise ConfigError(
-            f"config key 'study.solver' must be a dotted path 'package.module.function', "
+            f"config key 'study.simulation' must be a dotted path 'package.module.function', "
             f"got {path!r}."
         )
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise ConfigError(
-            f"config key 'study.solver' is {path!r}, but {module_name!r} cannot be imported ({error})."
+            f"config key 'study.simulation' is {path!r}, but {module_name!r} cannot be imported ({error})."
         ) from None
     if not callable(getattr(module, function, None)):
         raise ConfigError(
-            f"config key 'study.solver' is {path!r}, but {module_name!r} has no function "
+            f"config key 'study.simulation' is {path!r}, but {module_name!r} has no function "
             f"{function!r}."
         )

@@ -28,9 +28,13 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from experiments.tasks.operators_common import build_model, predict, validate_operator_config
-from experiments.tasks.operators_ns import data_from_config
-from experiments.tasks.operators_table import (
+from experiments.tasks.operators.operators_common import (
+    build_model,
+    predict,
+    validate_operator_config,
+)
+from experiments.tasks.operators.operators_ns import data_from_config
+from experiments.tasks.operators.operators_table import (
     markdown_table,
     parse_spec,
     plot_errors_against_size,

@@ -39,12 +39,12 @@ from pathlib import Path
 import jax
 import ml_collections
 
-from experiments.tasks.operators_common import (
+from experiments.tasks.operators.operators_common import (
     build_model,
     train_step_memory,
     validate_operator_config,
 )
-from experiments.tasks.operators_ns import data_from_config, experiment
+from experiments.tasks.operators.operators_ns import data_from_config, experiment
 from sciml.experiment import check_config, count_params, readable_log_ticks, train_experiment
 from sciml.training import make_optimizer
 

@@ -39,7 +39,7 @@ import lineax as lx
 import numpy as np
 import optimistix as optx
 
-from experiments.tasks import insr_common as common
+from experiments.tasks.insr import insr_common as common
 from sciml import insr
 from sciml.solution import RESULTS
 from solvers.mesh_fields import P1Field, P2Field, interpolate, p1_field, p2_field  # noqa: F401

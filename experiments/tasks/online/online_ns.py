@@ -17,12 +17,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.tasks.online_common import (
+from experiments.tasks.online.online_common import (
     Surrogate,
     online_train_and_evaluate,
     validate_online_config,
 )
-from experiments.tasks.operators_common import build_model, predict, validate_operator_config
+from experiments.tasks.operators.operators_common import (
+    build_model,
+    predict,
+    validate_operator_config,
+)
 from sciml.online import Study
 from sciml.operators import h1_loss, relative_lp_loss
 
