@@ -5,18 +5,24 @@ advances a state by compiled chunks of steps instead. `ChunkedRun.run` is the
 loop both need around such chunks: after every chunk it shows a progress line
 and writes a checkpoint with the house [`Checkpointer`][sciml.training.Checkpointer];
 a folder that already holds checkpoints of the same run is resumed from the
-latest one; Ctrl-C or SIGTERM checkpoints the finished chunks and re-raises
-`KeyboardInterrupt`. A chunk is dispatched before it is waited for, so a
-signal that arrives while it computes is handled when it has finished, and its
-steps are in the checkpoint: no finished step is lost (the checkpoint waits for
-the chunk in flight).
+latest one.
+
+Ctrl-C and SIGTERM never lose a finished step. A chunk is one compiled call
+that Python cannot stop part-way, and an exception raised when it returns
+would drop its steps; so during the run both signals are only recorded (with a
+note on standard error): the chunk in progress finishes, is checkpointed, and
+then `KeyboardInterrupt` is raised. A second signal raises at once, giving up
+the chunk in progress (the checkpoint of the previous one stays).
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,6 @@ import jax
 
 from .._checks import check_positive_int
 from ._checkpoint import Checkpointer
-from ._fit import sigterm_as_interrupt
 from ._progress import progress_bar
 
 
@@ -94,21 +99,23 @@ class ChunkedRun:
         # state and step are one tuple, replaced by one assignment, so an
         # interrupt never sees a state and a step that disagree
         current = (state, start)
-        with sigterm_as_interrupt():
+        with _deferred_interrupts(self.description) as received:
             try:
-                while current[1] < total:
+                while current[1] < total and not received:
                     began = time.perf_counter()
                     state, step, info = advance(*current)
-                    done = step - current[1]
-                    # the chunk is dispatched, not finished: from here an
-                    # interrupt's checkpoint waits for it and keeps it
-                    current = (state, step)
                     jax.block_until_ready(state)
-                    seconds = (time.perf_counter() - began) / max(done, 1)
-                    bar.set_postfix(**_shown(info), s_per_step=f"{seconds:.3g}")
+                    done = step - current[1]
+                    current = (state, step)
+                    bar.set_postfix(
+                        **_shown(info),
+                        s_per_step=f"{(time.perf_counter() - began) / max(done, 1):.3g}",
+                    )
                     bar.update(done)
                     save(current)
                 save(current)
+                if received:
+                    raise KeyboardInterrupt(f"signal {received[0]}")
             except KeyboardInterrupt:
                 save(current)
                 raise
@@ -117,6 +124,39 @@ class ChunkedRun:
                 if checkpointer is not None:
                     checkpointer.close()
         return current[0], start
+
+
+@contextlib.contextmanager
+def _deferred_interrupts(description: str) -> Iterator[list[str]]:
+    """Inside the block SIGINT and SIGTERM are appended (by name) to the
+    yielded list instead of interrupting; a second one raises
+    `KeyboardInterrupt` at once. Previous handlers are restored on exit; off
+    the main thread nothing is changed."""
+    received: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum, frame):
+        name = signal.Signals(signum).name
+        if received:
+            raise KeyboardInterrupt(f"signal {name}")
+        received.append(name)
+        print(
+            f"{description}: {name} received; checkpointing when the chunk in progress "
+            "has finished (send it again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
 
 
 def _shown(info: dict[str, Any]) -> dict[str, str]:

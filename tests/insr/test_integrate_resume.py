@@ -126,6 +126,7 @@ def test_resumed_run_is_bit_identical(tmp_path, capsys):
     with pytest.raises(KeyboardInterrupt):
         run(n, steps_per_chunk=CHUNK, monitor=StopAfter(tmp_path / "cut", chunks=2))
     assert Checkpointer(tmp_path / "cut").latest_step() == 2 * CHUNK
+    assert "resuming" not in capsys.readouterr().err
     resumed = run(n, steps_per_chunk=CHUNK, monitor=ChunkedRun(tmp_path / "cut"))
     assert f"resuming from step {2 * CHUNK} of {n}" in capsys.readouterr().err
     assert resumed.stats["resumed_from"] == 2 * CHUNK
@@ -137,6 +138,28 @@ def test_resumed_run_is_bit_identical(tmp_path, capsys):
     # another key is another run: its checkpoints are refused
     with pytest.raises(CheckpointMismatchError):
         run(n, jax.random.key(2), steps_per_chunk=CHUNK, monitor=ChunkedRun(tmp_path / "cut"))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_a_chunk_keeps_that_chunk(tmp_path, capsys, signum):
+    """Ctrl-C or SIGTERM while the second chunk runs: that chunk still
+    finishes and is checkpointed, then the run stops."""
+
+    class SignalledRun(ChunkedRun):
+        def run(self, state, key, advance, **kwargs):
+            def signalled(state, step):
+                if step == CHUNK:
+                    os.kill(os.getpid(), signum)  # arrives before the chunk is computed
+                return advance(state, step)
+
+            return super().run(state, key, signalled, **kwargs)
+
+    previous = signal.getsignal(signum)
+    with pytest.raises(KeyboardInterrupt, match=signal.Signals(signum).name):
+        run(6, steps_per_chunk=CHUNK, monitor=SignalledRun(tmp_path))
+    assert Checkpointer(tmp_path).latest_step() == 2 * CHUNK  # the second chunk kept
+    assert signal.getsignal(signum) is previous
+    assert "received; checkpointing when the chunk in progress" in capsys.readouterr().err
 
 
 def test_sigterm_leaves_a_checkpoint_that_resumes(tmp_path):
