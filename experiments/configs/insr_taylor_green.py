@@ -10,6 +10,9 @@ fields on 2,000 points, `--config.field.width=16 --config.field.hidden_layers=2
 `--config.solver.name=adam` runs the paper's Adam loop instead,
 `--config.problem.viscosity=0.05` the viscous flow, and
 `--config.projection=variational` the first-derivative pressure projection.
+The steps run in chunks of `train.checkpoint_every` (5) with a progress line
+and a checkpoint after each; an interrupted run (Ctrl-C, SIGTERM) continues with
+`python -m experiments.run --resume RUN_DIR`.
 The `tiny` variant (`insr_taylor_green.py:tiny`) runs in seconds for the tests.
 """
 
@@ -60,6 +63,9 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.rtol = 1e-4
     config.solver.atol = 1e-8
     add_adam_and_initial(config, initial_steps=60)
+
+    # steps per compiled chunk: progress, a checkpoint (resume with --resume RUN_DIR)
+    config.train.checkpoint_every = 5
 
     config.eval = ml_collections.ConfigDict()
     config.eval.n_nodes = 48  # evaluation grid = the paper's same-memory grid baseline

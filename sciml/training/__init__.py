@@ -7,6 +7,7 @@ from ._checkpoint import (
     read_run_config as read_run_config,
     restore_model as restore_model,
 )
+from ._chunked import ChunkedRun as ChunkedRun
 from ._fit import (
     EndOfData as EndOfData,
     ExtraState as ExtraState,

@@ -13,7 +13,11 @@ saved), and compares on `eval.n_nodes` uniform nodes of `[lower, upper]`:
   paper's baseline; `n_nodes` values = the memory of 901 float32 weights);
 - `grid_second_order`: Crank–Nicolson + central differences on the same nodes;
 - `seconds_per_step`: wall time of `integrate` divided by the number of steps
-  (compilation included), `initial_seconds` that of the initial fit.
+  it ran (compilation included), `initial_seconds` that of the initial fit.
+
+The integration runs in chunks of `train.checkpoint_every` steps with progress
+lines and checkpoints (see `insr_common.long_run`); `--resume RUN_DIR`
+continues it from its last checkpoint.
 
 Also: `n_params`, `param_bytes` (float32), `grid_bytes`, `failed_steps`,
 `result` (the `RESULTS` name), `final_error` (MAE at the last step).
@@ -105,9 +109,10 @@ def train_and_evaluate(config, workdir) -> dict:
         dt, t1 = float(config.problem.dt), float(config.problem.t1)
         n_steps = insr.number_of_steps(0.0, t1, dt)
         key_init, key_run = jax.random.split(jax.random.key(config.seed + 1))
+        chunks = common.long_run(config, workdir)  # checkpointed, resumable chunks
 
         fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate(
-            field, integrator, problem, initial, dt, t1, (key_init, key_run)
+            field, integrator, problem, initial, dt, t1, (key_init, key_run), **chunks
         )
 
         eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)

@@ -1,11 +1,13 @@
 """What the INSR experiments share: the checks of their `field`, `solver` and
 `initial` config blocks (each task's `validate_config` adds its own keys), the
 choice check of `build`, the SIREN field and solvers of those blocks, the timed
-initial fit and integration, and the error-over-time plot."""
+initial fit and integration (in checkpointed, resumable chunks with `long_run`),
+and the error-over-time plot."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -14,6 +16,7 @@ import optimistix as optx
 
 from sciml import insr
 from sciml.experiment import check_config
+from sciml.training import ChunkedRun
 
 
 FIELDS = ("siren",)
@@ -62,9 +65,22 @@ def adam_solver(s) -> insr.AdamSolver:
     )
 
 
-def integrate_steps(field, integrator, problem, dt: float, t1: float, key):
-    """`insr.integrate` from 0 to `t1`, every step saved, failures in the result."""
-    return eqx.filter_jit(insr.integrate)(
+def long_run(config, workdir) -> dict:
+    """`integrate`'s keyword arguments for a run that survives: chunks of
+    `train.checkpoint_every` steps, progress lines, a checkpoint after every
+    chunk (and on Ctrl-C / SIGTERM) in `workdir/checkpoints`, resumed from there
+    by the runner's `--resume`."""
+    return dict(
+        steps_per_chunk=int(config.train.checkpoint_every),
+        monitor=ChunkedRun(Path(workdir) / "checkpoints", keep=int(config.train.keep_checkpoints)),
+    )
+
+
+def integrate_steps(field, integrator, problem, dt: float, t1: float, key, **chunks):
+    """`insr.integrate` from 0 to `t1`, every step saved, failures in the result;
+    `chunks`: `steps_per_chunk` and `monitor` (see `long_run`)."""
+    run = insr.integrate if chunks.get("monitor") is not None else eqx.filter_jit(insr.integrate)
+    return run(
         field,
         integrator,
         problem,
@@ -74,14 +90,16 @@ def integrate_steps(field, integrator, problem, dt: float, t1: float, key):
         key=key,
         saveat=insr.SaveAt(t0=True, steps=True),
         throw=False,
+        **chunks,
     )
 
 
-def fit_and_integrate(field, integrator, problem, initial, dt: float, t1: float, keys):
+def fit_and_integrate(field, integrator, problem, initial, dt: float, t1: float, keys, **chunks):
     """The initial fit, then `integrate_steps` from its field; `keys = (init, run)`.
 
     Returns `(fit, sol, initial_seconds, seconds_per_step)`: the wall times
-    (compilation included) of the fit and of the integration per step."""
+    (compilation included) of the fit and of the integration per step (of the
+    steps this call ran, when it resumed from a checkpoint)."""
     key_init, key_run = keys
     start = time.perf_counter()
     fit = eqx.filter_jit(insr.fit_initial)(field, problem, initial, key=key_init, throw=False)
@@ -89,9 +107,10 @@ def fit_and_integrate(field, integrator, problem, initial, dt: float, t1: float,
     initial_seconds = time.perf_counter() - start
 
     start = time.perf_counter()
-    sol = integrate_steps(fit.value, integrator, problem, dt, t1, key_run)
+    sol = integrate_steps(fit.value, integrator, problem, dt, t1, key_run, **chunks)
     jax.block_until_ready(sol.stats["loss"])
-    seconds_per_step = (time.perf_counter() - start) / insr.number_of_steps(0.0, t1, dt)
+    n_run = insr.number_of_steps(0.0, t1, dt) - int(sol.stats["resumed_from"])
+    seconds_per_step = (time.perf_counter() - start) / max(n_run, 1)
     return fit, sol, initial_seconds, seconds_per_step
 
 

@@ -13,7 +13,14 @@ compares on the `eval.n_nodes²` nodes of the periodic grid of `[0, 2π)²`:
   `eval.n_nodes²` grid (the paper's same-memory baseline at 48²);
 - `grid_second_order`: cubic semi-Lagrangian on the same grid;
 - `seconds_per_step`: wall time of `integrate` divided by the number of steps
-  (compilation included), `initial_seconds` that of the initial fit.
+  it ran (compilation included; a resumed run counts the steps after its
+  checkpoint), `initial_seconds` that of the initial fit.
+
+The integration runs in compiled chunks of `train.checkpoint_every` steps,
+prints a progress line (step, time, loss, seconds per step) and writes a
+checkpoint (velocity, pressure, per-step records) to `checkpoints/` after each
+chunk and on Ctrl-C or SIGTERM; `--resume RUN_DIR` continues from the last one
+and ends with the same fields as a run that was not interrupted.
 
 Also: `n_params`, `param_bytes` (float32, velocity + pressure), `grid_bytes`,
 `failed_steps`, `result`, `initial_error` (the fitted initial field's MSE),
@@ -117,9 +124,10 @@ def train_and_evaluate(config, workdir) -> dict:
         nu = float(config.problem.viscosity)
         n_steps = insr.number_of_steps(0.0, t1, dt)
         key_init, key_run = jax.random.split(jax.random.key(config.seed + 1))
+        chunks = common.long_run(config, workdir)  # checkpointed, resumable chunks
 
         fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate(
-            field, integrator, problem, initial, dt, t1, (key_init, key_run)
+            field, integrator, problem, initial, dt, t1, (key_init, key_run), **chunks
         )
 
         eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
