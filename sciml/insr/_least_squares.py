@@ -56,6 +56,8 @@ from ._step_solver import AbstractStepSolver, cast_floats, finish, float_dtype_o
 
 
 SAMPLING_SIGMAS = 3.0
+# `fold_in` data for the held-out points' key: a stream apart from every split
+_HELDOUT_STREAM = 0x5EED
 
 
 def _default_optimiser():
@@ -156,7 +158,10 @@ class LeastSquaresSolver(AbstractStepSolver):
         interior (rounds, n_points + grid, d), boundary (rounds, m, d))`, every
         set drawn from its own key, so the held-out points are apart from the
         training ones."""
-        key_heldout, *round_keys = jax.random.split(key, self.rounds + 1)
+        # one round draws its points from `key` itself, as before rounds existed,
+        # so that a step's training points do not depend on the held-out check
+        round_keys = [key] if self.rounds == 1 else jax.random.split(key, self.rounds)
+        key_heldout = jax.random.fold_in(key, _HELDOUT_STREAM)
         n_heldout = self.n_points if self.n_heldout is None else self.n_heldout
         x_heldout = problem.sample_interior(key_heldout, n_heldout, dtype)
         grid = None

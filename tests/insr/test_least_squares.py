@@ -65,7 +65,14 @@ def test_heldout_points_are_apart_from_training_points():
 def test_heldout_energy_is_the_closed_form_energy_on_heldout_points():
     problem = insr.Elasticity2D.scene("column")
     alpha0 = 0.1
-    solver = lm(n_points=2000, n_boundary=50, max_steps=10, n_heldout=3000, overfit_rtol=0.05)
+    solver = lm(
+        n_points=2000,
+        n_boundary=50,
+        max_steps=10,
+        n_heldout=3000,
+        overfit_rtol=0.05,
+        grad_rtol=1e-3,
+    )
     sol = step(solver, insr.FunctionField(column_mode, jnp.array([alpha0])), problem, seed=4)
     alpha = float(sol.value.params[0])
     # the integrator hands its key to the solver: the same draw
@@ -75,7 +82,8 @@ def test_heldout_energy_is_the_closed_form_energy_on_heldout_points():
     np.testing.assert_allclose(float(sol.stats["energy_heldout"]), expected_heldout, rtol=1e-12)
     np.testing.assert_allclose(float(sol.stats["energy"]), expected_train, rtol=1e-12)
     # one weight on 2000 points: the two energies agree to sampling error (measured
-    # 1.2 % apart), so the flag stays off
+    # 0.3 % apart), so the flag stays off (and the quadratic objective's gradient
+    # falls to 2e-10 of its start, so the gradient rule accepts the step)
     assert bool(sol.result == RESULTS.successful)
 
 
@@ -107,9 +115,10 @@ def test_overfitting_flag_fires_when_undersampled_not_when_well_sampled():
     many = step(lm(n_points=2000, n_boundary=30, max_steps=30, overfit_rtol=0.05), siren, problem)
     ratio_many = float(many.stats["energy_heldout"] / many.stats["energy"])
     assert not bool(many.result == RESULTS.insr_overfitted), ratio_many
-    # measured: held-out / training energy 3.0e4 with 8 points (training energy 0.096,
-    # held-out 2.9e3), 1.018 with 2,000 points (standard error of the difference 5.7 %)
-    assert ratio_few > 100 and abs(ratio_many - 1) < 0.05
+    # measured: held-out / training energy 3.0e4 and 1.9e7 with 8 points (two draws),
+    # 1.018 and 1.090 with 2,000 points, where the standard error of the difference
+    # is about 6 %: 1.25 is four standard errors
+    assert ratio_few > 100 and ratio_many < 1.25
 
 
 def test_matrix_free_gauss_newton_matches_the_closed_form():

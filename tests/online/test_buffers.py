@@ -150,14 +150,21 @@ def test_firo_reads_each_sample_k_times(n_samples, reads, batch_size, capacity, 
     assert all(n == batch_size for n in sizes[: len(sizes) - n_repeating])
 
 
-def test_firo_watermark_blocks_until_reception_ends():
-    buffer = FIRO(8, reads=2, watermark=6)
+def _five_below_the_watermark(buffer):
+    """Five samples into `buffer` (watermark 6): no batch is served, and `get`
+    names the watermark."""
     state = buffer.init(EXAMPLE)
     for i in range(5):
         state = _put(buffer, state, i)
         assert not buffer.can_get(state, 2, ended=False)
     with pytest.raises(ValueError, match="watermark"):
         buffer.get(state, 2, _key(0), ended=False)
+    return state
+
+
+def test_firo_watermark_blocks_until_reception_ends():
+    buffer = FIRO(8, reads=2, watermark=6)
+    state = _five_below_the_watermark(buffer)
     assert not buffer.exhausted(state, 2, ended=False)
     # reception ended below the watermark: the five samples drain, two reads each
     drained = jax.tree.map(np.copy, state)
@@ -175,12 +182,7 @@ def test_firo_watermark_blocks_until_reception_ends():
 
 def test_reservoir_serves_nothing_below_the_watermark():
     buffer = Reservoir(10, watermark=6)
-    state = buffer.init(EXAMPLE)
-    for i in range(5):
-        state = _put(buffer, state, i)
-        assert not buffer.can_get(state, 2, ended=False)
-    with pytest.raises(ValueError, match="watermark"):
-        buffer.get(state, 2, _key(0), ended=False)
+    state = _five_below_the_watermark(buffer)
     assert buffer.can_get(state, 2, ended=True)  # ended below the watermark: drain
     state = _put(buffer, state, 5)
     assert buffer.can_get(state, 2, ended=False)

@@ -114,6 +114,15 @@ def fit_and_integrate(field, integrator, problem, initial, dt: float, t1: float,
     return fit, sol, initial_seconds, seconds_per_step
 
 
+def fit_and_integrate_config(config, workdir, field, integrator, problem, initial):
+    """`fit_and_integrate` over the config's `problem.dt` and `problem.t1`,
+    keys from `seed + 1` and resumable chunks in `workdir` (`long_run`)."""
+    dt, t1 = float(config.problem.dt), float(config.problem.t1)
+    keys = tuple(jax.random.split(jax.random.key(config.seed + 1)))
+    chunks = long_run(config, workdir)  # checkpointed, resumable chunks
+    return fit_and_integrate(field, integrator, problem, initial, dt, t1, keys, **chunks)
+
+
 def siren(config, n_in: int, n_out: int, key=None) -> insr.SIREN:
     """The `field` config block's SIREN `n_in → n_out` (key: `config.seed`'s by default)."""
     f = config.field

@@ -123,11 +123,8 @@ def train_and_evaluate(config, workdir) -> dict:
         dt, t1 = float(config.problem.dt), float(config.problem.t1)
         nu = float(config.problem.viscosity)
         n_steps = insr.number_of_steps(0.0, t1, dt)
-        key_init, key_run = jax.random.split(jax.random.key(config.seed + 1))
-        chunks = common.long_run(config, workdir)  # checkpointed, resumable chunks
-
-        fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate(
-            field, integrator, problem, initial, dt, t1, (key_init, key_run), **chunks
+        fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate_config(
+            config, workdir, field, integrator, problem, initial
         )
 
         eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
