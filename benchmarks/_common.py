@@ -121,9 +121,6 @@ def machine_load() -> dict[str, Any]:
     }
 
 
-_AT_EXIT: list = []
-
-
 def _report_load() -> None:
     load = machine_load()
     emit({"benchmark": "machine_load", "load": load})
@@ -144,9 +141,8 @@ def environment() -> dict[str, str]:
     The first call also arranges for the machine's load to be reported when
     the run ends (`machine_load`).
     """
-    if _report_load not in _AT_EXIT:
-        _AT_EXIT.append(_report_load)
-        atexit.register(_report_load)
+    atexit.unregister(_report_load)  # once per run, however often this is called
+    atexit.register(_report_load)
     device = jax.devices()[0]
     return {
         "backend": jax.default_backend(),
