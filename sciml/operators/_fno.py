@@ -21,6 +21,7 @@ from ._layers import (
     unpad_domain,
 )
 from ._spectral import (
+    TRANSFORMS,
     SpectralConv,
     _check_n_modes,
     check_input,
@@ -53,6 +54,7 @@ class JointSpectralConv(eqx.Module):
     n_modes: tuple[int, ...] = eqx.field(static=True)
     implementation: str = eqx.field(static=True)
     separable: bool = eqx.field(static=True)
+    transform: str = eqx.field(static=True)
 
     def __init__(
         self,
@@ -63,6 +65,7 @@ class JointSpectralConv(eqx.Module):
         *,
         rank=0.1,
         implementation: str = "factorized",
+        transform: str = "auto",
         separable: bool = False,
         bias: bool = True,
         init_std: Real | str = "auto",
@@ -72,7 +75,9 @@ class JointSpectralConv(eqx.Module):
         self.n_modes, std, channels = conv_options(
             in_channels, out_channels, n_modes, implementation, separable, init_std
         )
+        check_choice("transform", transform, TRANSFORMS)
         self.implementation, self.separable = implementation, bool(separable)
+        self.transform = transform
         key_w, key_b = jax.random.split(key)
         self.weight = JointTuckerTensor(
             n_layers, channels + kept_shape(self.n_modes), rank, std=std, dtype=dtype, key=key_w
@@ -94,6 +99,7 @@ class JointSpectralConv(eqx.Module):
             output_shape=output_shape,
             separable=self.separable,
             implementation=self.implementation,
+            transform=self.transform,
         )
 
 
@@ -175,6 +181,8 @@ class FNO(eqx.Module):
     - `preactivation`, `stabilizer` (None or `"tanh"`).
     - `factorization` (None/"dense", "cp", "tucker", "tt"), `rank`,
       `implementation` ("factorized"/"reconstructed"), `separable`: spectral weights.
+    - `transform`: `"auto"` (default), `"fft"` or `"dft"`: how the spectral
+      convolutions compute their kept modes (see `spectral_conv`).
     - `joint_factorization`: one Tucker tensor for the weights of all layers
       (needs `factorization="tucker"`).
     - `dtype`: real parameter dtype; `key`: keyword-only PRNG key.
@@ -215,6 +223,7 @@ class FNO(eqx.Module):
         factorization: str | None = None,
         rank: float | int | Sequence[int] = 1.0,
         implementation: str = "factorized",
+        transform: str = "auto",
         separable: bool = False,
         joint_factorization: bool = False,
         dtype=None,
@@ -267,7 +276,11 @@ class FNO(eqx.Module):
         self.lifting = pointwise(lift_in, hidden_channels, lifting_channel_ratio)
         self.projection = pointwise(hidden_channels, out_channels, projection_channel_ratio)
         conv_kwargs = dict(
-            rank=rank, implementation=implementation, separable=separable, dtype=dtype
+            rank=rank,
+            implementation=implementation,
+            transform=transform,
+            separable=separable,
+            dtype=dtype,
         )
         if joint_factorization:
             self.joint_conv = JointSpectralConv(

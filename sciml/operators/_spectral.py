@@ -21,6 +21,12 @@ that is 7 of 33 columns, and the FFT part of a layer's forward and backward
 pass takes about 0.6 of the time of the full transforms; the result is the
 same up to rounding.
 
+With `transform="dft"` steps 1 and 4 are matrix products with the kept
+frequencies only (`sciml.operators._dft`): the same result up to rounding,
+several times faster on XLA's CPU backend at the mode counts FNOs use. The
+default `"auto"` takes the products wherever every transformed axis keeps at
+most `DFT_MAX_KEPT` modes, and FFTs otherwise.
+
 The weight is stored in the centred order of step 2 (index `j` of a leading
 axis is frequency `j - m//2`), as in `neuraloperator`.
 """
@@ -36,10 +42,16 @@ from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
 from .._checks import check_choice, default_float_dtype
 from .._custom_types import Real
+from ._dft import dft_forward_modes, dft_inverse
 from ._tensors import make_tensor
 
 
 IMPLEMENTATIONS = ("factorized", "reconstructed")
+TRANSFORMS = ("auto", "fft", "dft")
+# "auto" uses matrix products where every axis keeps at most this many
+# coefficients (measured faster than XLA's CPU FFT up to the full 64² grid,
+# docs/benchmarks.md); beyond it an FFT's N log N wins on any backend
+DFT_MAX_KEPT = 64
 SPATIAL_LETTERS = "abcdefgh"
 
 
@@ -175,6 +187,15 @@ def contract(
     return jnp.einsum(f"{x_sub},{','.join(subs)}->{out_sub}", x_block, *arrays, optimize="optimal")
 
 
+def resolve_transform(transform: str, n_modes: Sequence[int]) -> str:
+    """`"fft"` or `"dft"`: `"auto"` is `"dft"` when no axis keeps more than
+    `DFT_MAX_KEPT` coefficients (`kept_shape(n_modes)`)."""
+    check_choice("transform", transform, TRANSFORMS)
+    if transform != "auto":
+        return transform
+    return "dft" if max(kept_shape(n_modes)) <= DFT_MAX_KEPT else "fft"
+
+
 def spectral_conv(
     x: Float[Array, " in_channels *grid"],
     weight,
@@ -184,6 +205,7 @@ def spectral_conv(
     output_shape: Sequence[int] | None = None,
     separable: bool = False,
     implementation: str = "factorized",
+    transform: str = "auto",
 ) -> Float[Array, " out_channels *out_grid"]:
     """The spectral convolution of one sample (see the module docstring).
 
@@ -196,6 +218,9 @@ def spectral_conv(
     - `bias`: `(C_out,)` or None.
     - `n_modes`: total kept modes per axis.
     - `output_shape`: output grid (default: the input grid).
+    - `transform`: `"fft"` (pruned FFTs), `"dft"` (matrix products with the
+      kept frequencies) or `"auto"` (see `resolve_transform`); same result up
+      to rounding.
 
     **Returns:** real `(C_out, *output_shape)`.
     """
@@ -205,11 +230,14 @@ def spectral_conv(
     out_grid = grid if output_shape is None else tuple(int(s) for s in output_shape)
     check_modes_fit(n_modes, grid, "input")
     check_modes_fit(n_modes, out_grid, "output")
-    y_block = contract(
-        forward_modes(x, n_modes), weight, separable=separable, implementation=implementation
-    )
-    # the leading axes are filled, not the last: its zero columns need no transform
-    y = inverse_rfftn(_fill_leading_axes(y_block, n_modes, out_grid), out_grid)
+    dft = resolve_transform(transform, n_modes) == "dft"
+    x_block = dft_forward_modes(x, n_modes) if dft else forward_modes(x, n_modes)
+    y_block = contract(x_block, weight, separable=separable, implementation=implementation)
+    if dft:
+        y = dft_inverse(y_block, n_modes, out_grid)
+    else:
+        # the leading axes are filled, not the last: its zero columns need no transform
+        y = inverse_rfftn(_fill_leading_axes(y_block, n_modes, out_grid), out_grid)
     if bias is not None:
         y = y + bias.reshape((-1,) + (1,) * d)
     return y
@@ -242,6 +270,8 @@ class SpectralConv(eqx.Module):
       ranks (see `sciml.operators.tucker_rank` etc.).
     - `implementation`: `"factorized"` (contract the input with the factors) or
       `"reconstructed"` (build the dense weight first); same output.
+    - `transform`: `"auto"` (default), `"fft"` or `"dft"`: how the kept Fourier
+      modes are computed (see `spectral_conv`); same output up to rounding.
     - `separable`: channel-diagonal weight `(C, *modes)` (needs `C_in == C_out`).
     - `bias`: add a learned per-channel bias.
     - `init_std`: std of the weight entries; `"auto"` is
@@ -258,6 +288,7 @@ class SpectralConv(eqx.Module):
     factorization: str = eqx.field(static=True)
     implementation: str = eqx.field(static=True)
     separable: bool = eqx.field(static=True)
+    transform: str = eqx.field(static=True)
 
     def __init__(
         self,
@@ -268,6 +299,7 @@ class SpectralConv(eqx.Module):
         factorization: str | None = None,
         rank: float | int | Sequence[int] = 1.0,
         implementation: str = "factorized",
+        transform: str = "auto",
         separable: bool = False,
         bias: bool = True,
         init_std: Real | str = "auto",
@@ -277,6 +309,8 @@ class SpectralConv(eqx.Module):
         self.n_modes, std, channels = conv_options(
             in_channels, out_channels, n_modes, implementation, separable, init_std
         )
+        check_choice("transform", transform, TRANSFORMS)
+        self.transform = transform
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.factorization = "dense" if factorization is None else str(factorization).lower()
         self.implementation = implementation
@@ -307,6 +341,7 @@ class SpectralConv(eqx.Module):
             output_shape=output_shape,
             separable=self.separable,
             implementation=self.implementation,
+            transform=self.transform,
         )
 
 

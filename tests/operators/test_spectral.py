@@ -63,8 +63,9 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("transform", ["fft", "dft"])
 @pytest.mark.parametrize("grid,n_modes,out_grid", CASES)
-def test_dense_matches_explicit_dft(grid, n_modes, out_grid):
+def test_dense_matches_explicit_dft(grid, n_modes, out_grid, transform):
     rng = np.random.default_rng(len(grid))
     weight = rng.normal(size=(2, 3, *kept_shape(n_modes))) + 1j * rng.normal(
         size=(2, 3, *kept_shape(n_modes))
@@ -73,7 +74,9 @@ def test_dense_matches_explicit_dft(grid, n_modes, out_grid):
 
     @jax.jit
     def conv(x):
-        return spectral_conv(x, ArrayWeight(weight), bias, n_modes, output_shape=out_grid)
+        return spectral_conv(
+            x, ArrayWeight(weight), bias, n_modes, output_shape=out_grid, transform=transform
+        )
 
     np.testing.assert_allclose(
         conv(x), dft_reference(x, weight, bias, n_modes, out_grid), atol=1e-12
@@ -90,8 +93,9 @@ def test_module_matches_explicit_dft(getkey):
     np.testing.assert_allclose(np.asarray(y), expected, atol=1e-12)
 
 
-def test_float32_matches_float64_reference(getkey):
-    conv = SpectralConv(3, 2, (6, 6), dtype=jnp.float32, key=getkey())
+@pytest.mark.parametrize("transform", ["fft", "dft"])
+def test_float32_matches_float64_reference(getkey, transform):
+    conv = SpectralConv(3, 2, (6, 6), dtype=jnp.float32, transform=transform, key=getkey())
     x = jax.random.normal(getkey(), (3, 12, 10), jnp.float32)
     y = eqx.filter_jit(conv)(x)
     assert y.dtype == jnp.float32
@@ -265,3 +269,51 @@ def test_pruned_transforms_match_numpy(grid, n_modes):
     np.testing.assert_allclose(inverse_rfftn(jnp.asarray(short), grid), expected, atol=1e-14)
     with pytest.raises(ValueError, match="columns"):
         inverse_rfftn(jnp.asarray(full), tuple(grid[:-1]) + (grid[-1] - 4,))
+
+
+@pytest.mark.parametrize(
+    "grid,n_modes,out_grid",
+    [
+        ((9,), (5,), (16,)),  # 1-D, super-resolution
+        ((9, 8), (5, 6), (9, 8)),
+        ((6, 8), (6, 8), (6, 8)),  # every mode kept: Nyquist columns on both axes
+        ((6, 8), (6, 8), (7, 10)),  # super-resolution, odd leading output axis
+        ((4, 6, 7), (3, 4, 5), (5, 6, 7)),  # 3-D
+    ],
+)
+def test_dft_transforms_match_numpy(grid, n_modes, out_grid):
+    """The matrix-product transforms against numpy's full `rfftn` (forward, then
+    the centred block) and `irfftn` of the zero-filled block on the output grid
+    (including an even output grid whose Nyquist column is kept, and a grid
+    where the block is zero-filled on both sides). Measured error 4e-16 in
+    float64; a wrong sign, frequency or Nyquist weight is off by O(1)."""
+    from sciml.operators import take_modes
+    from sciml.operators._dft import dft_forward_modes, dft_inverse
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, *grid))
+    axes = tuple(range(1, len(grid) + 1))
+    full = np.fft.rfftn(x, axes=axes, norm="forward")
+    block = np.asarray(take_modes(jnp.asarray(full), n_modes))
+    np.testing.assert_allclose(dft_forward_modes(jnp.asarray(x), n_modes), block, atol=1e-14)
+
+    # numpy's inverse of the block zero-filled into the output grid's layout
+    spectrum = np.zeros((2, *out_grid[:-1], out_grid[-1] // 2 + 1), complex)
+    rows = [np.arange(-(m // 2), m - m // 2) % n for m, n in zip(n_modes[:-1], out_grid[:-1])]
+    columns = np.arange(n_modes[-1] // 2 + 1)
+    spectrum[np.ix_(np.arange(2), *rows, columns)] = block
+    expected = np.fft.irfftn(spectrum, s=out_grid, axes=axes, norm="forward")
+    np.testing.assert_allclose(
+        dft_inverse(jnp.asarray(block), n_modes, out_grid), expected, atol=1e-14
+    )
+
+
+def test_auto_transform_choice_and_bad_transform(getkey):
+    from sciml.operators._spectral import DFT_MAX_KEPT, resolve_transform
+
+    assert resolve_transform("auto", (12, 12)) == "dft"
+    assert resolve_transform("auto", (DFT_MAX_KEPT, 2 * DFT_MAX_KEPT - 2)) == "dft"
+    assert resolve_transform("auto", (DFT_MAX_KEPT + 1, 4)) == "fft"
+    assert resolve_transform("fft", (4, 4)) == "fft"
+    with pytest.raises(ValueError, match="transform"):
+        SpectralConv(2, 2, (4, 4), transform="matmul", key=getkey())
