@@ -128,8 +128,8 @@ ROWS = (
         "tfno_vs_neuraloperator",
         SPEED,
         "benchmarks.gpu._speed:tfno_vs_neuraloperator",
-        70,
-        150,
+        90,
+        200,
         "TFNO (Tucker 0.1) train step, 128², batch 32, hidden 32, 16×16 modes, 4 layers",
         "neuraloperator 2.0 TFNO, same architecture, PyTorch Adam, in alternated pairs",
         (
@@ -139,6 +139,7 @@ ROWS = (
             "neuraloperator_median_s",
             "ratio_tanh_gelu_to_neuraloperator",
             "ratio_erf_gelu_to_neuraloperator",
+            "ratio_tanh_gelu_fft_to_neuraloperator",
             "torch_device",
         ),
         needs_s=30,
