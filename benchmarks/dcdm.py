@@ -142,9 +142,7 @@ def main(argv=None):
         model = pretrained(f"poisson{args.dim}d")
     else:
         start = time.perf_counter()
-        trained = train_experiment(
-            build(train_config, workdir), train_config, workdir, plots=False
-        )
+        trained = train_experiment(build(train_config, workdir), train_config, workdir, plots=False)
         model = trained.model
         if args.save_weights is not None:
             args.save_weights.parent.mkdir(parents=True, exist_ok=True)

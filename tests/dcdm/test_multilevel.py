@@ -53,7 +53,6 @@ def test_gram_matrix_is_symmetric_positive_definite(dim, getkey):
     assert eig.min() > 1e-6 * eig.max()
 
 
-
 def test_transpose_is_exact_in_3d(getkey):
     """`Nᵀ` (`jax.linear_transpose` of the V-cycle: adjoint 3-D convolutions,
     pooling ↔ upsampling) is the transpose of the assembled `N`, every entry
@@ -70,6 +69,7 @@ def test_transpose_is_exact_in_3d(getkey):
     assert T.shape == G.T.shape
     # measured: ~1e-16 of the largest entry
     np.testing.assert_allclose(T, G.T, rtol=0, atol=1e-13 * np.abs(G).max())
+
 
 @pytest.mark.parametrize("dim", [2, 3])
 def test_dcdm_with_it_is_textbook_pcg(dim, getkey):
