@@ -22,7 +22,7 @@ matrix to a field on the grid.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.ndimage as ndi
@@ -51,6 +51,7 @@ __all__ = [
     "assemble",
     "check_labels",
     "closed_components",
+    "direct_solver",
     "make_dataset",
     "make_scene",
     "neighbour_counts",
@@ -173,42 +174,61 @@ def random_rhs(
     return b / norm
 
 
+def direct_solver(labels: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """Factorises the scene's matrix once (sparse LU); returns `b ↦ x` with
+    `A x = b`, as [`solve`][solvers.poisson.solve] but without refactorising
+    for every right-hand side (a 32³ scene: one factorisation, then a pair of
+    triangular solves per `b`).
+
+    `b` must be consistent (see [`project_rhs`][solvers.poisson.project_rhs]); on every closed component
+    the solution is fixed by pinning one cell and then shifting it to zero mean
+    (the minimum-norm solution). The returned function gives `x` on the grid,
+    zero at non-fluid cells.
+    """
+    labels = check_labels(labels)
+    fluid_idx = np.flatnonzero(labels.ravel() == FLUID)
+    closed = closed_components(labels)
+    matrix = assemble(labels, reduced=True)
+    position = np.full(labels.size, -1)
+    position[fluid_idx] = np.arange(fluid_idx.size)
+    pinned = np.array([position[np.flatnonzero(m.ravel())[0]] for m in closed], dtype=int)
+    free = np.setdiff1d(np.arange(fluid_idx.size), pinned)
+    factor = spla.splu(matrix[free][:, free].tocsc()) if free.size else None
+
+    def apply(b: np.ndarray) -> np.ndarray:
+        b = np.asarray(b, dtype=float)
+        if b.shape != labels.shape:
+            raise ValueError(f"b must have the shape of labels {labels.shape}, got {b.shape}.")
+        for mask in closed:
+            mean = b[mask].mean()
+            if abs(mean) > 1e-8 * max(1.0, np.abs(b[mask]).max()):
+                raise ValueError(
+                    "b is not in the range of A: it has non-zero mean on a fluid region "
+                    "that touches no air cell; pass it through project_rhs first."
+                )
+        sol = np.zeros(fluid_idx.size)
+        if factor is not None:
+            sol[free] = factor.solve(b.ravel()[fluid_idx][free])
+        x = np.zeros(labels.size)
+        x[fluid_idx] = sol
+        x = x.reshape(labels.shape)
+        for mask in closed:
+            x[mask] -= x[mask].mean()
+        return x
+
+    return apply
+
+
 def solve(labels: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Solves `A x = b` by a sparse direct factorisation.
+    """Solves `A x = b` by a sparse direct factorisation (one right-hand side;
+    for many, factorise once with [`direct_solver`][solvers.poisson.direct_solver]).
 
     `b` must be consistent (see [`project_rhs`][solvers.poisson.project_rhs]); on every closed component
     the solution is fixed by pinning one cell and then shifting it to zero mean
     (the minimum-norm solution). **Returns:** `x` on the grid, zero at non-fluid
     cells.
     """
-    labels = check_labels(labels)
-    b = np.asarray(b, dtype=float)
-    if b.shape != labels.shape:
-        raise ValueError(f"b must have the shape of labels {labels.shape}, got {b.shape}.")
-    fluid_idx = np.flatnonzero(labels.ravel() == FLUID)
-    closed = closed_components(labels)
-    for mask in closed:
-        mean = b[mask].mean()
-        if abs(mean) > 1e-8 * max(1.0, np.abs(b[mask]).max()):
-            raise ValueError(
-                "b is not in the range of A: it has non-zero mean on a fluid region "
-                "that touches no air cell; pass it through project_rhs first."
-            )
-    matrix = assemble(labels, reduced=True)
-    position = np.full(labels.size, -1)
-    position[fluid_idx] = np.arange(fluid_idx.size)
-    pinned = np.array([position[np.flatnonzero(m.ravel())[0]] for m in closed], dtype=int)
-    free = np.setdiff1d(np.arange(fluid_idx.size), pinned)
-    rhs = b.ravel()[fluid_idx]
-    sol = np.zeros(fluid_idx.size)
-    sub = matrix[free][:, free].tocsc()
-    sol[free] = spla.spsolve(sub, rhs[free]) if free.size else sol[free]
-    x = np.zeros(labels.size)
-    x[fluid_idx] = sol
-    x = x.reshape(labels.shape)
-    for mask in closed:
-        x[mask] -= x[mask].mean()
-    return x
+    return direct_solver(labels)(b)
 
 
 def make_dataset(

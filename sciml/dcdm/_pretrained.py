@@ -1,13 +1,15 @@
 """Trained direction generators shipped with the package.
 
-`pretrained("poisson2d")` is a [`MultilevelDCDMNet`][sciml.dcdm.MultilevelDCDMNet]
-(fully convolutional, one set of weights for every grid size) for the 2-D
-voxel pressure-Poisson matrix of `solvers.poisson` (fluid unknowns, solid
-walls as Neumann, air as Dirichlet), trained with the A-norm loss on one 64²
-scene. Its weights are stored as raw leaves (`equinox.tree_serialise_leaves`,
-no pickle) beside a JSON file with the architecture, the training command and
-one iteration count recorded when the weights were written, which the tests
-reproduce.
+`pretrained("poisson2d")` and `pretrained("poisson3d")` are
+[`MultilevelDCDMNet`][sciml.dcdm.MultilevelDCDMNet]s (fully convolutional, one
+set of weights for every grid size) for the 2-D and 3-D voxel pressure-Poisson
+matrices of `solvers.poisson` (fluid unknowns, solid walls as Neumann, air as
+Dirichlet), trained with the A-norm loss: the 2-D one on one 64² scene with
+obstacles and a free surface, the 3-D one, like the reference code, on one
+empty closed box (16³). Their weights are stored as raw leaves
+(`equinox.tree_serialise_leaves`, no pickle) beside a JSON file with the
+architecture, the training command and one iteration count recorded when the
+weights were written, which the tests reproduce.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import jax
 from ._multilevel import MultilevelDCDMNet
 
 
-NAMES = ("poisson2d",)
+NAMES = ("poisson2d", "poisson3d")
 
 
 def pretrained_info(name: str = "poisson2d") -> dict:
@@ -56,7 +58,7 @@ def pretrained(name: str = "poisson2d") -> MultilevelDCDMNet:
     print(sol.stats["num_steps"])
     ```
 
-    **Arguments:** `name`: `"poisson2d"`, trained by
+    **Arguments:** `name`: `"poisson2d"` (2-D), trained by
 
     ```
     python -m experiments.run --config experiments/configs/dcdm_poisson2d.py \\
@@ -65,8 +67,12 @@ def pretrained(name: str = "poisson2d") -> MultilevelDCDMNet:
       --config.train.steps=1500 --config.train.batch_size=8 --workdir runs/ml64
     ```
 
-    (the A-norm loss is the default for this model; the command is also in
-    `pretrained_info(name)["training_command"]`).
+    (the A-norm loss is the default for this model), or `"poisson3d"` (3-D,
+    the same architecture with 3×3×3 convolutions, width 4), trained on an
+    empty closed 16³ box by `python -m benchmarks.dcdm --dim 3 --model
+    multilevel --train-scene empty_box ...` (which also writes the weights;
+    the full command is in `pretrained_info("poisson3d")["training_command"]`,
+    as is the 2-D one in `pretrained_info("poisson2d")`).
 
     **Returns:** the network, float32 parameters.
     """

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from sciml.dcdm._pretrained import NAMES
+
 
 ROOT = Path(__file__).parents[2]
 
@@ -13,6 +15,7 @@ def test_wheel_carries_the_weights_and_their_record():
     builder_module = pytest.importorskip("hatchling.builders.wheel")
     builder = builder_module.WheelBuilder(str(ROOT))
     files = {Path(f.distribution_path).as_posix() for f in builder.recurse_included_files()}
-    assert {"sciml/dcdm/weights/poisson2d.eqx", "sciml/dcdm/weights/poisson2d.json"} <= files
-    # a few hundred KB at most
-    assert (ROOT / "sciml/dcdm/weights/poisson2d.eqx").stat().st_size < 300_000
+    for name in NAMES:
+        assert {f"sciml/dcdm/weights/{name}.eqx", f"sciml/dcdm/weights/{name}.json"} <= files
+        # a few hundred KB at most
+        assert (ROOT / f"sciml/dcdm/weights/{name}.eqx").stat().st_size < 300_000
