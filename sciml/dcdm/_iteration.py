@@ -40,7 +40,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jaxtyping import Array, ArrayLike, Float, Shaped
+from jaxtyping import Array, ArrayLike, Shaped
 
 from ..solution import RESULTS
 

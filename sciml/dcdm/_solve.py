@@ -16,7 +16,7 @@ from jaxtyping import Array, ArrayLike, Float, Shaped
 from ..solution import RESULTS, Solution, make_solution
 from ._iteration import INCONSISTENT, check_inputs, iterate, make_consistent
 from ._precision import check_tolerance, failure_messages
-from ._solver import DCDM, settings_from
+from ._solver import settings_from
 
 
 def solve(

@@ -8,9 +8,9 @@ the direction generator inside, to lineax
 (`lx.linear_solve(operator, b, DCDM(f, rtol=1e-8))`): the same iteration
 either way, as lineax's `CG(rtol, atol)` is passed to `linear_solve`.
 
-`solve` also accepts the settings as keywords (`solve(apply_A, b, f,
-rtol=1e-8)`); `settings_from` builds the
-module from them, with a did-you-mean error for a misspelt name.
+`solve` also accepts the settings as keywords (`solve(apply_A, b, f, rtol=1e-8)`):
+`settings_from` builds the module from them, with a did-you-mean error for a
+misspelt name.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ def _as_float(value: Any) -> Any:
     if isinstance(value, numbers.Real):
         return float(value)
     if isinstance(value, (np.ndarray, jax.Array)) and value.shape == ():
-        if not isinstance(value, jax.core.Tracer) and np.issubdtype(value.dtype, np.number):
+        if not isinstance(value, jax.core.Tracer) and (
+            np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)
+        ):
             return float(value)
     return value
 
@@ -202,6 +204,7 @@ class DCDM(lx.AbstractLinearSolver):
 
 
 SETTINGS = ("rtol", "atol", "max_steps", "n_orthogonal", "refresh_every")
+_ARGUMENTS = ("x0", "null_space", "inconsistent", "throw")  # the other keywords of solve
 
 
 def settings_from(
@@ -217,12 +220,12 @@ def settings_from(
     """
     for name in options:
         if name not in SETTINGS:
-            close = difflib.get_close_matches(name, SETTINGS, n=1)
+            close = difflib.get_close_matches(name, SETTINGS + _ARGUMENTS, n=1)
             hint = f" Did you mean `{close[0]}`?" if close else ""
             raise TypeError(
                 f"`{name}` is not a setting of sciml.dcdm.solve.{hint} The settings are: "
-                f"{', '.join(SETTINGS)} (or solver=DCDM(...)); the other arguments are x0, "
-                "null_space, inconsistent and throw."
+                f"{', '.join(SETTINGS)} (or solver=DCDM(...)); the other keywords of solve are "
+                f"{', '.join(_ARGUMENTS)}."
             )
     if solver is None:
         return DCDM(**options)
