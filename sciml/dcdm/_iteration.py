@@ -131,7 +131,9 @@ def initial_state(
     dtype = b.dtype
     r0 = b - Ax0
     r0_norm = jnp.linalg.norm(r0)
-    tol = jnp.maximum(jnp.asarray(settings.atol, dtype), jnp.asarray(settings.rtol, dtype) * r0_norm)
+    tol = jnp.maximum(
+        jnp.asarray(settings.atol, dtype), jnp.asarray(settings.rtol, dtype) * r0_norm
+    )
     m = max(settings.n_orthogonal, 1)  # one (unused) slot keeps the buffers non-empty
     state = State(
         k=jnp.array(0),
@@ -158,8 +160,8 @@ def search_direction(
 
 def orthogonalise(
     q: Shaped[Array, "*grid"],
-    P: Shaped[Array, "m *grid"],
-    AP: Shaped[Array, "m *grid"],
+    P: Shaped[Array, " m *grid"],
+    AP: Shaped[Array, " m *grid"],
     pAp: Shaped[Array, " m"],
 ) -> Shaped[Array, "*grid"]:
     """`q − Σ_j (qᵀA p_j / p_jᵀA p_j) p_j` over the stored directions (classical

@@ -73,7 +73,9 @@ def test_numpy_and_zero_dimensional_tolerances_are_plain_floats():
 @pytest.mark.parametrize("refresh_every", [None, 3])
 @pytest.mark.parametrize("n_orthogonal", [0, 1, 2])
 def test_module_and_keyword_forms_are_bit_identical(n_orthogonal, refresh_every):
-    settings = dict(rtol=1e-10, max_steps=60, n_orthogonal=n_orthogonal, refresh_every=refresh_every)
+    settings = dict(
+        rtol=1e-10, max_steps=60, n_orthogonal=n_orthogonal, refresh_every=refresh_every
+    )
     b = jnp.asarray(B)
     by_keywords = solve(apply_A, b, JACOBI, throw=False, **settings)
     by_module = solve(apply_A, b, JACOBI, DCDM(**settings), throw=False)
