@@ -11,17 +11,7 @@ import numpy as np
 import pytest
 
 from sciml.dcdm import DCDM, Jacobi, solve
-
-
-def laplacian_2d(n: int) -> np.ndarray:
-    """Dense Dirichlet 5-point Laplacian on an n×n grid (SPD)."""
-    t = 2 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1)
-    return np.kron(t, np.eye(n)) + np.kron(np.eye(n), t)
-
-
-N = 6
-A = laplacian_2d(N) + np.diag(np.random.default_rng(0).uniform(0, 1, N * N))
-B = np.random.default_rng(1).standard_normal((N, N))
+from tests.dcdm.test_lineax import A, B, N  # a 6×6-grid SPD system and a right-hand side
 
 
 def apply_A(x):
