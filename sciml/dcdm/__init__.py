@@ -7,6 +7,7 @@ ICML 2023).
 """
 
 from ._baselines import (
+    AbstractPreconditionerBuilder as AbstractPreconditionerBuilder,
     Identity as Identity,
     IncompleteCholesky as IncompleteCholesky,
     Jacobi as Jacobi,
@@ -15,8 +16,7 @@ from ._baselines import (
     ic0_pivots as ic0_pivots,
 )
 from ._dataset import dataset_key as dataset_key, ritz_dataset as ritz_dataset
-from ._iteration import a_norm_error as a_norm_error, solve as solve
-from ._lineax import DCDM as DCDM
+from ._iteration import a_norm_error as a_norm_error
 from ._loss import (
     a_norm_loss as a_norm_loss,
     dcdm_loss as dcdm_loss,
@@ -39,4 +39,6 @@ from ._ritz import (
     ritz_pairs as ritz_pairs,
     ritz_rhs as ritz_rhs,
 )
+from ._solve import solve as solve
+from ._solver import DCDM as DCDM
 from ._symmetric import SymmetricDCDMNet as SymmetricDCDMNet

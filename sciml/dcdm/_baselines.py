@@ -8,7 +8,9 @@ same iteration, stopping rule, starting vector and outer-loop precision as
 DCDM (the dtype of `b`: float64 needs `jax.config.update("jax_enable_x64",
 True)` first): only the direction differs.
 
-Each preconditioner is a module whose `build(matrix, shape)` does the setup
+Each preconditioner is a final subclass of
+[`AbstractPreconditionerBuilder`][sciml.dcdm.AbstractPreconditionerBuilder]
+whose `build(matrix, shape)` does the setup
 (timed) and returns a [`Preconditioner`][sciml.dcdm.Preconditioner]:
 
 - [`Identity`][sciml.dcdm.Identity]: `M = I`, plain CG; needs no matrix
@@ -44,6 +46,7 @@ pivot below `σ a_ii` is reset to `a_ii`.
 
 from __future__ import annotations
 
+import abc
 import functools
 import time
 from collections.abc import Callable
@@ -120,7 +123,43 @@ def _host(fn, active, shape):
     return apply
 
 
-class Identity(eqx.Module):
+class AbstractPreconditionerBuilder(eqx.Module):
+    """A classical preconditioner before its setup: `build(matrix, shape)` does
+    the setup (timed) and returns a [`Preconditioner`][sciml.dcdm.Preconditioner].
+
+    Subclasses are final and implement `build`; those that need `A`'s entries
+    share the setup plumbing (the check of `matrix`, its active rows, the
+    timing) through `_timed_build`.
+    """
+
+    @abc.abstractmethod
+    def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
+        """The preconditioner of `matrix` (scipy.sparse, one row per grid cell in C
+        order, empty rows for cells that are not unknowns) on a grid of `shape`."""
+
+
+def _timed_build(
+    name: str,
+    matrix,
+    shape: tuple[int, ...],
+    setup: Callable[[sp.csr_matrix, np.ndarray], tuple[Callable, str]],
+    *,
+    on_host: bool = True,
+) -> Preconditioner:
+    """The build of `name`: checks `matrix`, keeps its active rows (`A`, and
+    their cell indices `active`) and times `setup(A, active) -> (fn, label)`.
+    With `on_host`, `fn` is a numpy function on the active unknowns, applied on
+    the grid through a host callback; otherwise `fn` is already `r ↦ M⁻¹ r` on
+    the grid in JAX."""
+    _require_matrix(f"{name}.build", matrix)
+    start = time.perf_counter()
+    A, active = _active(matrix, shape)
+    fn, label = setup(A, active)
+    apply = _host(fn, active, shape) if on_host else fn
+    return Preconditioner(apply, time.perf_counter() - start, label)
+
+
+class Identity(AbstractPreconditionerBuilder):
     """`M = I`: `solve` with these directions is conjugate gradients.
 
     Needs no matrix: pass `Identity()` itself as the `direction_fn` of
@@ -137,13 +176,14 @@ class Identity(eqx.Module):
         return Preconditioner(lambda r: r, 0.0, "CG")
 
 
-def _jacobi(diagonal: np.ndarray, seconds: float) -> Preconditioner:
+def _jacobi(diagonal: np.ndarray) -> Callable[[Array], Array]:
+    """`r ↦ r / d` on the grid, zero where `d` is zero."""
     d = np.asarray(diagonal)
     inv = jnp.asarray(np.where(d != 0, 1 / np.where(d != 0, d, 1), 0))
-    return Preconditioner(lambda r: r * inv.astype(r.dtype), seconds, "Jacobi-PCG")
+    return lambda r: r * inv.astype(r.dtype)
 
 
-class Jacobi(eqx.Module):
+class Jacobi(AbstractPreconditionerBuilder):
     """`M = diag(A)`, applied in JAX (zero where the diagonal is zero: empty rows).
 
     From an assembled matrix with `build(matrix, shape)`, or matrix-free from
@@ -151,11 +191,12 @@ class Jacobi(eqx.Module):
     """
 
     def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
-        _require_matrix("Jacobi.build", matrix)
-        start = time.perf_counter()
-        _active(matrix, shape)
-        d = np.asarray(sp.csr_matrix(matrix).diagonal()).reshape(shape)
-        return _jacobi(d, time.perf_counter() - start)
+        def setup(A, active):
+            d = np.zeros(int(np.prod(shape)), A.dtype)
+            d[active] = A.diagonal()
+            return _jacobi(d.reshape(shape)), "Jacobi-PCG"
+
+        return _timed_build("Jacobi", matrix, shape, setup, on_host=False)
 
     @staticmethod
     def from_diagonal(diagonal: Float[ArrayLike, "*grid"]) -> Preconditioner:
@@ -171,7 +212,7 @@ class Jacobi(eqx.Module):
                 "`diagonal` must be finite and >= 0 (the diagonal of an SPD matrix; zero on "
                 "cells that are not unknowns)."
             )
-        return _jacobi(diagonal.astype(np.float64), 0.0)
+        return Preconditioner(_jacobi(diagonal.astype(np.float64)), 0.0, "Jacobi-PCG")
 
 
 def ic0_pivots(matrix, *, tau: Real = 0.0, sigma: Real = 0.25) -> np.ndarray:
@@ -204,7 +245,7 @@ def ic0_pivots(matrix, *, tau: Real = 0.0, sigma: Real = 0.25) -> np.ndarray:
     return e
 
 
-class IncompleteCholesky(eqx.Module):
+class IncompleteCholesky(AbstractPreconditionerBuilder):
     """IC(0) (`modified=False`) or MIC(0) (`modified=True`) preconditioner.
 
     **Arguments:**
@@ -219,9 +260,11 @@ class IncompleteCholesky(eqx.Module):
     sigma: Real = 0.25
 
     def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
-        _require_matrix("IncompleteCholesky.build", matrix)
-        start = time.perf_counter()
-        A, active = _active(matrix, shape)
+        return _timed_build("IncompleteCholesky", matrix, shape, self._factorise)
+
+    def _factorise(self, A, active):
+        """`r ↦ M⁻¹ r` on the active unknowns (numpy; two triangular solves) and its
+        label, from the factorisation of `A` (active rows only)."""
         e = ic0_pivots(A, tau=self.tau if self.modified else 0.0, sigma=self.sigma)
         E = sp.diags(e)
         lower = (E + sp.tril(A, k=-1)).tocsr()
@@ -231,12 +274,11 @@ class IncompleteCholesky(eqx.Module):
             y = spla.spsolve_triangular(lower, r, lower=True)
             return spla.spsolve_triangular(upper, e * y, lower=False)
 
-        seconds = time.perf_counter() - start
         name = "MIC(0)-PCG" if self.modified else "IC(0)-PCG"
-        return Preconditioner(_host(solve_m, active, shape), seconds, name)
+        return solve_m, name
 
 
-class SmoothedAggregationAMG(eqx.Module):
+class SmoothedAggregationAMG(AbstractPreconditionerBuilder):
     """One V-cycle of `pyamg.smoothed_aggregation_solver(A)` per application.
 
     **Arguments:** `max_coarse`: the size below which pyamg solves directly;
@@ -247,12 +289,10 @@ class SmoothedAggregationAMG(eqx.Module):
     max_coarse: int = 10
 
     def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
-        _require_matrix("SmoothedAggregationAMG.build", matrix)
         import pyamg
 
-        start = time.perf_counter()
-        A, active = _active(matrix, shape)
-        ml = pyamg.smoothed_aggregation_solver(A, max_coarse=self.max_coarse)
-        M = ml.aspreconditioner(cycle="V")
-        seconds = time.perf_counter() - start
-        return Preconditioner(_host(M.matvec, active, shape), seconds, "AMG-PCG")
+        def setup(A, active):
+            ml = pyamg.smoothed_aggregation_solver(A, max_coarse=self.max_coarse)
+            return ml.aspreconditioner(cycle="V").matvec, "AMG-PCG"
+
+        return _timed_build("SmoothedAggregationAMG", matrix, shape, setup)

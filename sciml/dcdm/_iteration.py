@@ -22,139 +22,87 @@ The residual is updated by the recurrence (one product with `A` per step); a
 true residual `b − A x` replaces it every `refresh_every` steps and always
 before convergence is declared, so a `Solution` that says `successful` meets
 the tolerance on the true residual.
+
+This module holds the iteration as pure pieces (input checks, the initial
+state, one step, the result); [`solve`][sciml.dcdm.solve] and the lineax
+solver [`DCDM`][sciml.dcdm.DCDM] put them together. `settings` below is a
+`DCDM` (any object with its fields `rtol`, `atol`, `max_steps`,
+`n_orthogonal`, `refresh_every`), already validated.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jaxtyping import Array, ArrayLike, Float, Shaped
+from jaxtyping import Array, ArrayLike, Shaped
 
-from .._checks import check_positive_int
-from .._custom_types import Real
-from ..solution import RESULTS, Solution, make_solution
-from ._precision import check_tolerance, failure_messages
+from ..solution import RESULTS
+
+
+# the loop's status codes
+RUNNING, CONVERGED, BREAKDOWN, NONFINITE, INDEFINITE, BAD_DIRECTION = range(6)
+
+# what each status code reports (a running loop at the end: the step cap)
+_RESULTS = (
+    (CONVERGED, RESULTS.successful),
+    (BREAKDOWN, RESULTS.breakdown),
+    (NONFINITE, RESULTS.nonfinite),
+    (INDEFINITE, RESULTS.not_positive_definite),
+    (BAD_DIRECTION, RESULTS.nonfinite_direction),
+)
+
+INCONSISTENT = ("project", "raise")
+
+
+class State(NamedTuple):
+    """The carry of the iteration (`m = max(n_orthogonal, 1)` direction slots)."""
+
+    k: Array  # (): steps taken
+    x: Array  # (*grid): the iterate
+    r: Array  # (*grid): the residual (recurrence, or true after a check)
+    r_norm: Array  # (): ‖r‖₂
+    P: Array  # (m, *grid): the last directions (zeros in empty slots)
+    AP: Array  # (m, *grid): their products with A
+    pAp: Array  # (m,): their pᵀAp (0 in empty slots and after a breakdown)
+    history: Array  # (max_steps + 1,): ‖r_k‖₂ for k = 0..k, NaN after
+    status: Array  # (): one of the status codes above
 
 
 def _dot(u: Array, v: Array) -> Array:
     return jnp.vdot(u, v).real
 
 
-def _orthogonalise(q: Array, P: Array, AP: Array, pAp: Array) -> Array:
-    """`q − Σ_j (qᵀA p_j / p_jᵀA p_j) p_j` over the stored directions (classical
-    Gram–Schmidt in the A-inner product, as the reference code; empty slots have
-    `pAp = 0` and are skipped)."""
-    axes = tuple(range(1, P.ndim))
-    qAp = jnp.sum(AP * q[None], axis=axes)
-    coeff = jnp.where(pAp > 0, qAp / jnp.where(pAp > 0, pAp, 1), 0)
-    return q - jnp.tensordot(coeff, P, axes=1)
-
-
-def solve(
-    apply_A: Callable[[Array], Array],
-    b: Shaped[Array, "*grid"],
-    direction_fn: Callable[[Array], Array],
-    *,
-    x0: Float[Array, "..."] | None = None,
-    rtol: Real = 1e-6,
-    atol: Real = 0.0,
-    max_steps: int = 100,
-    n_orthogonal: int = 2,
-    refresh_every: int | None = None,
-    null_space: ArrayLike | None = None,
-    inconsistent: str = "project",
-    throw: bool = True,
-) -> Solution:
-    r"""Solves `apply_A(x) = b` by the deep conjugate direction method.
-
-    Stops when the true residual satisfies `‖b − A x‖₂ ≤ max(atol, rtol·‖r₀‖₂)`
-    (relative to the **initial** residual `r₀ = b − A x₀`, as in the paper), or
-    after `max_steps` steps.
-
-    **Arguments:**
-
-    - `apply_A`: `x ↦ A x` for a symmetric positive (semi-)definite `A`, on
-      arrays of the shape of `b` (a grid: no flattening needed).
-    - `b`: the right-hand side, any shape (e.g. `(n, n)` or `(n, n, n)`). For a
-      singular `A`, `b` must lie in its range: pass `null_space` to have that
-      checked, or project `b` first (e.g. `solvers.poisson.project_rhs`);
-      otherwise the solve stalls and reports `max_steps_reached` or
-      `breakdown`.
-    - `direction_fn`: `r ↦ q`, a search direction for the unit-norm residual
-      `r` (shape of `b`); a trained [`DCDMNet`][sciml.dcdm.DCDMNet] bound to
-      its parameters, `lambda r: r` (conjugate directions = CG), or any
-      preconditioner. Its output is cast to the dtype of `b`, so a float32
-      network serves a float64 outer loop.
-    - `x0`: the initial guess (default zeros).
-    - `rtol`, `atol`: the stopping rule above. An `rtol` below what the dtype
-      of `b` can reach (`100 ε`: 1.2e-5 in float32) with `atol=0` warns at
-      the start (a `PrecisionWarning` naming the two remedies: float64, or a
-      looser `rtol`), since the true residual stalls on round-off near
-      `ε·cond(A)`.
-    - `max_steps`: the step cap.
-    - `n_orthogonal`: how many previous directions each new one is made
-      A-orthogonal to (`2` in the paper; `0` is steepest descent along the
-      network's direction).
-    - `refresh_every`: replace the recurrence residual by `b − A x` every this
-      many steps (`None`: only when checking convergence).
-    - `null_space`: for a singular `A`, a basis of its null space, shape
-      `(k, *b.shape)` (e.g. `solvers.poisson.null_space(labels)`: one
-      indicator per closed fluid component); it is orthonormalised here. The
-      part of `b` in it, `‖Nᵀb‖ / ‖b‖` with `N` the orthonormal basis, is
-      measured (`stats["inconsistency"]`); above `sqrt(eps)` of the dtype,
-      `b` is outside the range of `A` and
-    - `inconsistent` says what happens: `"project"` (default) solves with
-      `b − N Nᵀ b`, the nearest consistent right-hand side, and warns when
-      called outside `jit` (under `jit`, read `stats["inconsistency"]`);
-      `"raise"` raises (inside `jit` too). A consistent `b` is projected as
-      well, which only removes round-off.
-    - `throw`: raise (inside `jit` too) unless the solve succeeded, with a
-      message naming the likely cause (precision, an operator that is not
-      SPD, a bad direction); with `throw=False` read `solution.result`.
-
-    **Returns:** a [`Solution`][sciml.solution.Solution] with `value` the
-    solution (shape of `b`), `result` one of `successful`,
-    `max_steps_reached`, `not_positive_definite` (a non-zero direction with
-    `pᵀAp ≤ 0`), `breakdown` (the generator returned a direction that is zero
-    or orthogonal to the residual), `nonfinite_direction` (NaN or Inf from
-    `direction_fn`), `nonfinite_input` (NaN or Inf in `b` or `x0` under
-    `jit`; outside it a `ValueError` names the argument) or `nonfinite`, and
-    `stats`:
-    `num_steps` (steps taken), `residual_norm` (final true `‖b − A x‖₂`),
-    `residual_history` (`(max_steps + 1,)`: `‖r_k‖₂` for `k = 0..num_steps`,
-    NaN after), and with `null_space` also `inconsistency`. With a projected
-    `b`, residuals and the stopping rule refer to the projected system.
-    """
+def check_inputs(b: ArrayLike, x0: ArrayLike | None) -> tuple[Array, Array]:
+    """`b` and `x0` (default zeros) as arrays of `b`'s dtype; raises a
+    `ValueError` naming the argument for a `b` that is not floating point, an
+    `x0` of another shape, or NaN/Inf in either (outside `jit`; under `jit`
+    the solve reports `nonfinite_input`)."""
     b = jnp.asarray(b)
     if not jnp.issubdtype(b.dtype, jnp.floating):
         raise ValueError(f"`b` must be a floating-point array, got dtype {b.dtype}.")
     x0 = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0, b.dtype)
     if x0.shape != b.shape:
         raise ValueError(f"`x0` must have the shape of `b` {b.shape}, got {x0.shape}.")
-    max_steps = check_positive_int("max_steps", max_steps)
-    refresh_every = check_positive_int("refresh_every", refresh_every, allow_none=True)
-    if isinstance(n_orthogonal, bool) or not isinstance(n_orthogonal, int) or n_orthogonal < 0:
-        raise ValueError(f"`n_orthogonal` must be an integer >= 0, got {n_orthogonal!r}.")
-    if not (rtol >= 0 and atol >= 0) or rtol == atol == 0:
-        raise ValueError(f"`rtol` and `atol` must be >= 0 and not both 0, got {rtol}, {atol}.")
-    if not (math.isfinite(rtol) and math.isfinite(atol)):
-        raise ValueError(
-            f"`rtol` and `atol` must be finite, got rtol={rtol}, atol={atol} (an infinite "
-            "tolerance would report success whatever the residual)."
-        )
     for name, value in (("b", b), ("x0", x0)):
         if not isinstance(value, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(value))):
             raise ValueError(f"`{name}` contains NaN or Inf; the solve needs finite input.")
-    check_tolerance("sciml.dcdm.solve", rtol, atol, b.dtype)
-    extra_stats = {}
-    if null_space is not None:
-        b, extra_stats["inconsistency"] = _make_consistent(b, null_space, inconsistent)
+    return b, x0
+
+
+def check_callables(
+    apply_A: Callable[[Array], Array],
+    direction_fn: Callable[[Array], Array],
+    b: Shaped[Array, "*grid"],
+    x0: Shaped[Array, "*grid"],
+) -> Shaped[Array, "*grid"]:
+    """`A x0`, once `apply_A` is known to return the shape and dtype of `b` and
+    `direction_fn` its shape (the latter traced, not run)."""
     Ax0 = apply_A(x0)
     if jnp.shape(Ax0) != b.shape:
         raise ValueError(
@@ -172,17 +120,22 @@ def solve(
             f"`direction_fn` must return the shape of its input {b.shape}, got {q_shape.shape} "
             "(a network trained in 2-D applied to a 3-D grid, or the other way round?)."
         )
+    return Ax0
 
+
+def initial_state(
+    b: Shaped[Array, "*grid"], x0: Shaped[Array, "*grid"], Ax0: Shaped[Array, "*grid"], settings
+) -> tuple[State, Array]:
+    """The state before the first step, and the tolerance on `‖r‖₂`:
+    `max(atol, rtol·‖r₀‖₂)`. Already converged if `‖r₀‖₂` meets it."""
     dtype = b.dtype
-    finite_input = jnp.all(jnp.isfinite(b)) & jnp.all(jnp.isfinite(x0))
     r0 = b - Ax0
     r0_norm = jnp.linalg.norm(r0)
-    tol = jnp.maximum(jnp.asarray(atol, dtype), jnp.asarray(rtol, dtype) * r0_norm)
-    m = max(n_orthogonal, 1)  # one (unused) slot keeps the buffers non-empty
-    history = jnp.full((max_steps + 1,), jnp.nan, dtype).at[0].set(r0_norm)
-    # status: 0 running, 1 converged, 2 breakdown (zero direction or pᵀr = 0),
-    # 3 non-finite, 4 not positive definite (p ≠ 0, pᵀAp ≤ 0), 5 non-finite direction
-    init = dict(
+    tol = jnp.maximum(
+        jnp.asarray(settings.atol, dtype), jnp.asarray(settings.rtol, dtype) * r0_norm
+    )
+    m = max(settings.n_orthogonal, 1)  # one (unused) slot keeps the buffers non-empty
+    state = State(
         k=jnp.array(0),
         x=x0,
         r=r0,
@@ -190,104 +143,160 @@ def solve(
         P=jnp.zeros((m, *b.shape), dtype),
         AP=jnp.zeros((m, *b.shape), dtype),
         pAp=jnp.zeros((m,), dtype),
-        history=history,
-        status=jnp.where(r0_norm <= tol, 1, 0),
+        history=jnp.full((settings.max_steps + 1,), jnp.nan, dtype).at[0].set(r0_norm),
+        status=jnp.where(r0_norm <= tol, CONVERGED, RUNNING),
+    )
+    return state, tol
+
+
+def search_direction(
+    direction_fn: Callable[[Array], Array], r: Shaped[Array, "*grid"], r_norm: Array, dtype
+) -> tuple[Shaped[Array, "*grid"], Array]:
+    """`q = f(r / ‖r‖)` in `dtype`, zeroed if it holds NaN or Inf, and whether it did."""
+    q = jnp.asarray(direction_fn(r / r_norm)).astype(dtype)
+    bad_direction = ~jnp.all(jnp.isfinite(q))
+    return jnp.where(bad_direction, 0, q), bad_direction
+
+
+def orthogonalise(
+    q: Shaped[Array, "*grid"],
+    P: Shaped[Array, " m *grid"],
+    AP: Shaped[Array, " m *grid"],
+    pAp: Shaped[Array, " m"],
+) -> Shaped[Array, "*grid"]:
+    """`q − Σ_j (qᵀA p_j / p_jᵀA p_j) p_j` over the stored directions (classical
+    Gram–Schmidt in the A-inner product, as the reference code; empty slots have
+    `pAp = 0` and are skipped)."""
+    axes = tuple(range(1, P.ndim))
+    qAp = jnp.sum(AP * q[None], axis=axes)
+    coeff = jnp.where(pAp > 0, qAp / jnp.where(pAp > 0, pAp, 1), 0)
+    return q - jnp.tensordot(coeff, P, axes=1)
+
+
+def step_length(
+    p: Shaped[Array, "*grid"], Ap: Shaped[Array, "*grid"], r: Shaped[Array, "*grid"]
+) -> tuple[Array, Array, Array]:
+    """The exact line search `α = pᵀr / pᵀAp`; returns `(α, pᵀAp, breakdown)`,
+    with `α = 0` at a breakdown (`pᵀAp ≤ 0` or `pᵀr = 0`)."""
+    pAp = _dot(p, Ap)
+    pr = _dot(p, r)
+    breakdown = ~(pAp > 0) | (pr == 0)
+    alpha = jnp.where(breakdown, 0, pr / jnp.where(breakdown, 1, pAp))
+    return alpha, pAp, breakdown
+
+
+def true_residual(
+    apply_A: Callable[[Array], Array], b: Shaped[Array, "*grid"], x: Shaped[Array, "*grid"]
+) -> tuple[Shaped[Array, "*grid"], Array]:
+    """`r = b − A x` and `‖r‖₂`."""
+    r = b - apply_A(x)
+    return r, jnp.linalg.norm(r)
+
+
+def checked_residual(apply_A, b, x, r, k, tol, refresh_every):
+    """The residual after step `k + 1` and its norm: `b − A x` in place of the
+    recurrence's `r` every `refresh_every` steps, and whenever `r` meets `tol`
+    (convergence is declared on the true residual only)."""
+    if refresh_every is not None:
+        refresh = (k + 1) % refresh_every == 0
+        r = lax.cond(refresh, lambda x, r: b - apply_A(x), lambda x, r: r, x, r)
+    r_norm = jnp.linalg.norm(r)
+    return lax.cond(
+        r_norm <= tol,
+        lambda x, r, n: true_residual(apply_A, b, x),
+        lambda x, r, n: (r, n),
+        x,
+        r,
+        r_norm,
     )
 
-    def true_residual(x, r, r_norm):
-        r = b - apply_A(x)
-        return r, jnp.linalg.norm(r)
 
-    def cond(s):
-        return (s["status"] == 0) & (s["k"] < max_steps) & finite_input
+def step(
+    state: State,
+    apply_A: Callable[[Array], Array],
+    b: Shaped[Array, "*grid"],
+    direction_fn: Callable[[Array], Array],
+    tol: Array,
+    settings,
+) -> State:
+    """One step: direction, A-orthogonalisation, line search, update, the
+    residual check, and the status it leaves (a failure is named, see the
+    status codes)."""
+    k, x, r = state.k, state.x, state.r
+    q, bad_direction = search_direction(direction_fn, r, state.r_norm, b.dtype)
+    p = orthogonalise(q, state.P, state.AP, state.pAp) if settings.n_orthogonal else q
+    Ap = apply_A(p)
+    alpha, pAp, breakdown = step_length(p, Ap, r)
+    indefinite = ~(pAp > 0) & jnp.any(p != 0) & ~bad_direction
+    x = x + alpha * p
+    r = r - alpha * Ap
+    r, r_norm = checked_residual(apply_A, b, x, r, k, tol, settings.refresh_every)
+    finite = jnp.isfinite(r_norm) & jnp.isfinite(pAp)
+    failed = jnp.where(
+        bad_direction,
+        BAD_DIRECTION,
+        jnp.where(indefinite, INDEFINITE, jnp.where(breakdown, BREAKDOWN, RUNNING)),
+    )
+    status = jnp.where(~finite, NONFINITE, jnp.where(r_norm <= tol, CONVERGED, failed))
+    slot = k % state.P.shape[0]
+    return State(
+        k=k + 1,
+        x=x,
+        r=r,
+        r_norm=r_norm,
+        P=state.P.at[slot].set(p),
+        AP=state.AP.at[slot].set(Ap),
+        pAp=state.pAp.at[slot].set(jnp.where(breakdown, 0, pAp)),
+        history=state.history.at[k + 1].set(r_norm),
+        status=status,
+    )
 
-    def body(s):
-        k, x, r, r_norm = s["k"], s["x"], s["r"], s["r_norm"]
-        q = jnp.asarray(direction_fn(r / r_norm)).astype(dtype)
-        bad_direction = ~jnp.all(jnp.isfinite(q))
-        q = jnp.where(bad_direction, 0, q)
-        p = _orthogonalise(q, s["P"], s["AP"], s["pAp"]) if n_orthogonal else q
-        Ap = apply_A(p)
-        pAp = _dot(p, Ap)
-        pr = _dot(p, r)
-        indefinite = ~(pAp > 0) & jnp.any(p != 0) & ~bad_direction
-        breakdown = ~(pAp > 0) | (pr == 0)
-        alpha = jnp.where(breakdown, 0, pr / jnp.where(breakdown, 1, pAp))
-        x = x + alpha * p
-        r = r - alpha * Ap
-        if refresh_every is not None:
-            refresh = (k + 1) % refresh_every == 0
-            r = lax.cond(refresh, lambda x, r: b - apply_A(x), lambda x, r: r, x, r)
-        r_norm = jnp.linalg.norm(r)
-        # Convergence is declared on the true residual only.
-        r, r_norm = lax.cond(r_norm <= tol, true_residual, lambda x, r, n: (r, n), x, r, r_norm)
-        slot = k % m
-        finite = jnp.isfinite(r_norm) & jnp.isfinite(pAp)
-        failed = jnp.where(bad_direction, 5, jnp.where(indefinite, 4, jnp.where(breakdown, 2, 0)))
-        status = jnp.where(~finite, 3, jnp.where(r_norm <= tol, 1, failed))
-        return dict(
-            k=k + 1,
-            x=x,
-            r=r,
-            r_norm=r_norm,
-            P=s["P"].at[slot].set(p),
-            AP=s["AP"].at[slot].set(Ap),
-            pAp=s["pAp"].at[slot].set(jnp.where(breakdown, 0, pAp)),
-            history=s["history"].at[k + 1].set(r_norm),
-            status=status,
-        )
 
-    final = lax.while_loop(cond, body, init)
-    status = final["status"]
-    result = RESULTS.where(
-        ~finite_input,
-        RESULTS.nonfinite_input,
-        RESULTS.where(
-            status == 1,
-            RESULTS.successful,
-            RESULTS.where(
-                status == 2,
-                RESULTS.breakdown,
-                RESULTS.where(
-                    status == 3,
-                    RESULTS.nonfinite,
-                    RESULTS.where(
-                        status == 4,
-                        RESULTS.not_positive_definite,
-                        RESULTS.where(
-                            status == 5, RESULTS.nonfinite_direction, RESULTS.max_steps_reached
-                        ),
-                    ),
-                ),
-            ),
-        ),
+def result_of(status: Array, finite_input: Array) -> RESULTS:
+    """The `RESULTS` item of a final status code (`nonfinite_input` first)."""
+    result = RESULTS.max_steps_reached
+    for code, named in reversed(_RESULTS):
+        result = RESULTS.where(status == code, named, result)
+    return RESULTS.where(~finite_input, RESULTS.nonfinite_input, result)
+
+
+def iterate(
+    apply_A: Callable[[Array], Array],
+    b: Shaped[Array, "*grid"],
+    direction_fn: Callable[[Array], Array],
+    x0: Shaped[Array, "*grid"],
+    settings,
+) -> tuple[Shaped[Array, "*grid"], RESULTS, dict[str, Any]]:
+    """Runs the iteration from `x0` (both as `check_inputs` returns them);
+    returns the solution, its result and the stats `num_steps`,
+    `residual_norm` (the true `‖b − A x‖₂`) and `residual_history`
+    (`(max_steps + 1,)`)."""
+    Ax0 = check_callables(apply_A, direction_fn, b, x0)
+    finite_input = jnp.all(jnp.isfinite(b)) & jnp.all(jnp.isfinite(x0))
+    init, tol = initial_state(b, x0, Ax0, settings)
+
+    def cond(state):
+        return (state.status == RUNNING) & (state.k < settings.max_steps) & finite_input
+
+    final = lax.while_loop(
+        cond, lambda state: step(state, apply_A, b, direction_fn, tol, settings), init
     )
     # Converged: `r_norm` is already the true residual; otherwise it may be the
     # recurrence's, which drifts from `b − A x` in floating point.
     residual_norm = jnp.where(
-        status == 1, final["r_norm"], jnp.linalg.norm(b - apply_A(final["x"]))
+        final.status == CONVERGED, final.r_norm, true_residual(apply_A, b, final.x)[1]
     )
     stats = {
-        "num_steps": final["k"],
+        "num_steps": final.k,
         "residual_norm": residual_norm,
-        "residual_history": final["history"],
-        **extra_stats,
+        "residual_history": final.history,
     }
-    solution = make_solution(final["x"], result, stats, throw=False)
-    if throw:  # RESULTS' messages, with the likely causes of a failed conjugate-direction solve
-        messages = failure_messages("sciml.dcdm.solve", rtol, max_steps, dtype)
-        value = eqx.branched_error_if(
-            solution.value, result != RESULTS.successful, result._value, messages
-        )
-        solution = Solution(value=value, result=result, stats=stats)
-    return solution
+    return final.x, result_of(final.status, finite_input), stats
 
 
-def _make_consistent(b: Array, null_space, inconsistent: str) -> tuple[Array, Array]:
+def make_consistent(b: Array, null_space: ArrayLike, inconsistent: str) -> tuple[Array, Array]:
     """`b` without its part in the null space, and that part's relative size;
     warns or raises (per `inconsistent`) when it is above `sqrt(eps)`."""
-    if inconsistent not in ("project", "raise"):
-        raise ValueError(f"`inconsistent` must be 'project' or 'raise', got {inconsistent!r}.")
     null_space = jnp.asarray(null_space)
     if null_space.ndim != b.ndim + 1 or null_space.shape[1:] != b.shape:
         raise ValueError(

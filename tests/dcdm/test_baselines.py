@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from sciml.dcdm import (
+    AbstractPreconditionerBuilder,
     Identity,
     IncompleteCholesky,
     Jacobi,
@@ -107,3 +108,28 @@ def test_amg_iterations_flat_while_cg_grows():
 def test_matrix_of_the_wrong_size_is_rejected():
     with pytest.raises(ValueError, match="one row per cell"):
         Jacobi().build(sp.eye(10, format="csr"), (4, 4))
+
+
+def test_one_abstract_base_for_the_classical_preconditioners():
+    assert all(isinstance(method, AbstractPreconditionerBuilder) for method in BASELINES)
+
+    class NoBuild(AbstractPreconditionerBuilder):
+        pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoBuild()
+    for method in BASELINES[1:]:  # all but Identity need the matrix, and say whose build
+        with pytest.raises(ValueError, match=f"{type(method).__name__}.build needs the assembled"):
+            method.build(None, (4, 4))
+
+
+def test_jacobi_from_the_matrix_is_one_over_its_diagonal():
+    labels = make_scene(8, seed=3, n_obstacles=1, free_surface=True)
+    A = assemble(labels)  # empty rows at solid and air cells
+    r = np.random.default_rng(0).standard_normal(labels.shape)
+    d = A.diagonal().reshape(labels.shape)
+    expected = np.where(d != 0, r / np.where(d != 0, d, 1), 0)
+    built = Jacobi().build(A, labels.shape)
+    assert built.name == "Jacobi-PCG" and built.setup_seconds >= 0
+    np.testing.assert_allclose(built(jnp.asarray(r)), expected, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(built(jnp.asarray(r)), Jacobi.from_diagonal(d)(jnp.asarray(r)))
