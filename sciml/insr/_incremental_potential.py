@@ -32,7 +32,6 @@ import jax.numpy as jnp
 from jaxtyping import PRNGKeyArray
 
 from ..solution import Solution
-from ._elasticity import Elasticity2D
 from ._hyperelastic import contact_residual, elastic_residual, inertia_residual
 from ._integrators import AbstractIntegrator
 from ._least_squares import LeastSquaresSolver
@@ -41,11 +40,6 @@ from ._step_solver import float_dtype_of
 
 
 def _check(problem: Any, quasi_static: bool) -> None:
-    if not isinstance(problem, Elasticity2D):
-        raise ValueError(
-            "`problem` must be an Elasticity2D for IncrementalPotential, got "
-            f"{type(problem).__name__}."
-        )
     if quasi_static and any(problem.force):
         raise ValueError(
             "a quasi-static IncrementalPotential needs `force` = (0, 0): without the kinetic "
@@ -54,7 +48,8 @@ def _check(problem: Any, quasi_static: bool) -> None:
 
 
 class IncrementalPotential(AbstractIntegrator):
-    """Implicit Euler for elastodynamics by minimising the incremental potential.
+    """Implicit Euler for elastodynamics by minimising the incremental potential
+    (for [`Elasticity2D`][sciml.insr.Elasticity2D]).
 
     **Arguments:** `solver` (default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver]);
     `quasi_static` (default False: drop the inertia term).

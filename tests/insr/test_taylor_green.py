@@ -69,8 +69,9 @@ def energy(field):
 _run = eqx.filter_jit(insr.integrate)
 
 
-def run(n_steps, nu=0.0, projection="strong"):
+def run(n_steps, nu=0.0, projection=None):
     problem = insr.TaylorGreen2D(nu)
+    projection = insr.StrongProjection() if projection is None else projection
     integrator = insr.Splitting(pressure_field(), solver(), projection=projection)
     return _run(
         tg_field(),
@@ -86,7 +87,11 @@ def run(n_steps, nu=0.0, projection="strong"):
 
 @pytest.mark.parametrize(
     ("projection", "div_tol"),
-    [("strong", 1e-4), pytest.param("variational", 1e-3, marks=pytest.mark.slow)],
+    [
+        (insr.StrongProjection(), 1e-4),
+        pytest.param(insr.VariationalProjection(), 1e-3, marks=pytest.mark.slow),
+    ],
+    ids=["strong", "variational"],
 )
 def test_one_step_projects_and_recovers_pressure(projection, div_tol):
     sol = run(1, projection=projection)

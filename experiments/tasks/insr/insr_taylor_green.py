@@ -52,7 +52,7 @@ from solvers.stepping import rollout
 PROBLEMS = ("taylor_green",)
 SOLVERS = ("least_squares", "adam")
 FIELDS = ("siren",)
-PROJECTIONS = ("strong", "variational")
+PROJECTIONS = {"strong": insr.StrongProjection, "variational": insr.VariationalProjection}
 
 
 def build(config):
@@ -80,7 +80,7 @@ def build(config):
     else:
         solver = common.adam_solver(s)
         initial = pressure_solver = solver
-    projection = common.choose("projection", config.projection, PROJECTIONS)
+    projection = PROJECTIONS[common.choose("projection", config.projection, tuple(PROJECTIONS))]()
     integrator = insr.Splitting(
         pressure, solver, pressure_solver=pressure_solver, projection=projection
     )
@@ -225,5 +225,5 @@ def validate_config(config) -> None:
         config,
         positive=("eval.n_nodes", "eval.floor_nodes"),
         positive_numbers=("problem.dt", "problem.t1"),
-        choices={"problem.name": PROBLEMS, "projection": PROJECTIONS},
+        choices={"problem.name": PROBLEMS, "projection": tuple(PROJECTIONS)},
     )
