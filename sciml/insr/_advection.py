@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._integrators import ExplicitEuler, ImplicitEuler, Midpoint
+from ._integrators import AbstractPointwiseIntegrator
 from ._problem import AbstractProblem, Field
 
 
@@ -57,8 +57,10 @@ class Advection1D(AbstractProblem):
     `periodic` (False: the paper's Dirichlet `u = 0` at both ends);
     `boundary_band` (1e-4) and `boundary_weight` (1.0) of the soft penalty.
 
-    Stepped by [`ExplicitEuler`][sciml.insr.ExplicitEuler],
-    [`ImplicitEuler`][sciml.insr.ImplicitEuler] or [`Midpoint`][sciml.insr.Midpoint].
+    Stepped by the one-step integrators of `∂ₜu = F(u)`
+    ([`AbstractPointwiseIntegrator`][sciml.insr.AbstractPointwiseIntegrator]:
+    [`ExplicitEuler`][sciml.insr.ExplicitEuler], [`ImplicitEuler`][sciml.insr.ImplicitEuler],
+    [`Midpoint`][sciml.insr.Midpoint]).
     """
 
     velocity: float = eqx.field(static=True)
@@ -71,7 +73,7 @@ class Advection1D(AbstractProblem):
     boundary_weight: float = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     out_size: int = eqx.field(static=True)
-    integrators: ClassVar[tuple[type, ...]] = (ExplicitEuler, ImplicitEuler, Midpoint)
+    integrators: ClassVar[tuple[type, ...]] = (AbstractPointwiseIntegrator,)
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ a sequence of such objectives, each seeing the previous field.
 from __future__ import annotations
 
 import abc
+import inspect
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -111,7 +112,7 @@ class AbstractPointwiseIntegrator(AbstractIntegrator):
 
 def check_supported(integrator: Any, problem: AbstractProblem) -> None:
     """Raises `ValueError` unless `integrator` is an `AbstractIntegrator` that
-    `problem` lists in its `integrators` class attribute."""
+    `problem` supports: an instance of a class in its `integrators`."""
     if not isinstance(integrator, AbstractIntegrator):
         raise ValueError(
             "`integrator` must be an AbstractIntegrator such as Midpoint(), Splitting(pressure) "
@@ -120,10 +121,18 @@ def check_supported(integrator: Any, problem: AbstractProblem) -> None:
     supported = type(problem).integrators
     if not isinstance(integrator, supported):
         name = type(problem).__name__
+        names = dict.fromkeys(n for cls in supported for n in _final_names(cls))
         raise ValueError(
             f"{name} cannot be stepped with {type(integrator).__name__}; use "
-            f"{' or '.join(cls.__name__ for cls in supported)} (`{name}.integrators`)."
+            f"{' or '.join(names)} (`{name}.integrators`)."
         )
+
+
+def _final_names(cls: type) -> list[str]:
+    """The names of `cls` if it is final, else of its final subclasses."""
+    if not inspect.isabstract(cls):
+        return [cls.__name__]
+    return [name for sub in cls.__subclasses__() for name in _final_names(sub)]
 
 
 def _solver_field():

@@ -136,7 +136,8 @@ def test_taylor_green_and_splitting_options():
             0.05,
             key=jax.random.key(0),
         )
-    with pytest.raises(ValueError, match="Advection1D cannot be stepped with Splitting"):
+    message = "Advection1D cannot be stepped with Splitting; use ExplicitEuler or ImplicitEuler or"
+    with pytest.raises(ValueError, match=message):
         insr.integrate(
             fourier_field(),
             insr.Splitting(pressure),

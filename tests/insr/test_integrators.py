@@ -169,7 +169,7 @@ class Riccati(insr.AbstractProblem):
     in_size: int = 1
     out_size: int = 1
     boundary_weight: float = 0.0
-    integrators: ClassVar[tuple[type, ...]] = (insr.Midpoint,)
+    integrators: ClassVar[tuple[type, ...]] = (insr.AbstractPointwiseIntegrator,)
 
     def rhs(self, field, t, x):
         return -(field(x) ** 2) + self.beta * t
