@@ -59,10 +59,6 @@ class AbstractProblem(eqx.Module):
     def boundary_residual(self, field: Field, t: Any, x: Float[Array, " d"]) -> Float[Array, " b"]:
         """The boundary condition's residual at a boundary point (`0` when met)."""
 
-    def exact(self, t: Any, x: Float[Array, " d"]) -> Float[Array, " C"]:
-        """The analytic solution, where the problem has one."""
-        raise NotImplementedError(f"{type(self).__name__} has no analytic solution.")
-
     def check_field(self, field: Any, name: str = "field") -> None:
         """Raises `ValueError` (at trace time) unless `field` maps `(in_size,)`
         to `(out_size,)`."""
