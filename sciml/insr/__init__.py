@@ -14,18 +14,18 @@ from ._advection import (
     advection_exact as advection_exact,
     gaussian as gaussian,
 )
-from ._differential import (
-    divergence as divergence,
-    gradient as gradient,
-    laplacian as laplacian,
-    wall_normal as wall_normal,
-)
 from ._constraints import (
     AbstractConstraint as AbstractConstraint,
     Clamp as Clamp,
     ExactBoundaryField as ExactBoundaryField,
     Pin as Pin,
     Roller as Roller,
+)
+from ._differential import (
+    divergence as divergence,
+    gradient as gradient,
+    laplacian as laplacian,
+    wall_normal as wall_normal,
 )
 from ._elasticity import SCENES as SCENES, Elasticity2D as Elasticity2D
 from ._fourier import (

@@ -235,7 +235,13 @@ def test_midpoint_solves_its_nonlinear_step_equation(beta):
 
 @pytest.mark.parametrize(
     "cls",
-    [insr.ExplicitEuler, insr.ImplicitEuler, insr.Midpoint, insr.Splitting, insr.IncrementalPotential],
+    [
+        insr.ExplicitEuler,
+        insr.ImplicitEuler,
+        insr.Midpoint,
+        insr.Splitting,
+        insr.IncrementalPotential,
+    ],
 )
 def test_integrators_are_final_and_define_each_method_once(cls):
     """Abstract or final: a final integrator implements its bases' abstract

@@ -120,7 +120,9 @@ def _least_squares(config):
         grad_rtol=s.grad_rtol or None,
         overfit_rtol=s.overfit_rtol or None,
     )
-    initial = least_squares(s, n_points=s.n_points, max_steps=config.initial.max_steps, rounds=s.rounds)
+    initial = least_squares(
+        s, n_points=s.n_points, max_steps=config.initial.max_steps, rounds=s.rounds
+    )
     return solver, initial
 
 
