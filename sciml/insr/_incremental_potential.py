@@ -29,9 +29,7 @@ from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import PRNGKeyArray
 
-from ..solution import Solution
 from ._hyperelastic import contact_residual, elastic_residual, inertia_residual
 from ._integrators import AbstractIntegrator
 from ._least_squares import LeastSquaresSolver
@@ -84,16 +82,7 @@ class IncrementalPotential(AbstractIntegrator):
         problem.check_field(field)
         return field, jnp.zeros((), float_dtype_of(field))
 
-    def step(
-        self,
-        field: Any,
-        problem: Any,
-        t: Any,
-        dt: Any,
-        state: Any = None,
-        *,
-        key: PRNGKeyArray,
-    ) -> tuple[Solution, Any]:
+    def step(self, field, problem, t, dt, state=None, *, key):
         """One step; `state = (uⁿ⁻¹, steps taken)` from `init` or the previous step."""
         _check(problem, self.quasi_static)
         if state is None:

@@ -95,16 +95,7 @@ class AbstractPointwiseIntegrator(AbstractIntegrator):
         """`None`: a one-step integrator carries no state besides the field."""
         return None
 
-    def step(
-        self,
-        field: Any,
-        problem: AbstractProblem,
-        t: Any,
-        dt: Any,
-        state: Any = None,
-        *,
-        key: PRNGKeyArray,
-    ) -> tuple[Solution, None]:
+    def step(self, field, problem, t, dt, state=None, *, key):
         """One step: the `solver`'s `Solution` of the residual's least squares, and `None`."""
         objective = StepObjective(integrator=self, problem=problem, previous=field, t=t, dt=dt)
         return self.solver.solve(objective, field, key=key), None

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Float
 
 from ..solution import RESULTS, Solution, make_solution
 from ._differential import gradient, laplacian
@@ -185,16 +185,7 @@ class Splitting(AbstractIntegrator):
         problem.check_field(field)
         return self.pressure
 
-    def step(
-        self,
-        field: Any,
-        problem: AbstractProblem,
-        t: Any,
-        dt: Any,
-        state: Any = None,
-        *,
-        key: PRNGKeyArray,
-    ) -> tuple[Solution, Any]:
+    def step(self, field, problem, t, dt, state=None, *, key):
         """One splitting step: `(Solution(new velocity field, result, stats), new pressure)`."""
         pressure = self.pressure if state is None else state
         pressure_solver = self.solver if self.pressure_solver is None else self.pressure_solver
