@@ -21,6 +21,12 @@ from ._constraints import (
     Pin as Pin,
     Roller as Roller,
 )
+from ._differential import (
+    divergence as divergence,
+    gradient as gradient,
+    laplacian as laplacian,
+    wall_normal as wall_normal,
+)
 from ._elasticity import SCENES as SCENES, Elasticity2D as Elasticity2D
 from ._fourier import (
     FourierBasis as FourierBasis,
@@ -47,6 +53,7 @@ from ._integrate import (
 )
 from ._integrators import (
     AbstractIntegrator as AbstractIntegrator,
+    AbstractPointwiseIntegrator as AbstractPointwiseIntegrator,
     ExplicitEuler as ExplicitEuler,
     ImplicitEuler as ImplicitEuler,
     Midpoint as Midpoint,
@@ -58,6 +65,11 @@ from ._objective import (
     StepObjective as StepObjective,
 )
 from ._problem import AbstractProblem as AbstractProblem
+from ._projection import (
+    AbstractProjection as AbstractProjection,
+    StrongProjection as StrongProjection,
+    VariationalProjection as VariationalProjection,
+)
 from ._siren import SIREN as SIREN, siren_weight_bound as siren_weight_bound
 from ._splitting import (
     AdvectionObjective as AdvectionObjective,
@@ -70,10 +82,6 @@ from ._splitting import (
 from ._step_solver import AbstractStepSolver as AbstractStepSolver
 from ._taylor_green import (
     TaylorGreen2D as TaylorGreen2D,
-    divergence as divergence,
-    gradient as gradient,
-    laplacian as laplacian,
     taylor_green_pressure as taylor_green_pressure,
     taylor_green_velocity as taylor_green_velocity,
-    wall_normal as wall_normal,
 )

@@ -15,13 +15,14 @@ Periodic variant: no boundary term (use a periodic field, e.g.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ._integrators import AbstractPointwiseIntegrator
 from ._problem import AbstractProblem, Field
 
 
@@ -55,6 +56,11 @@ class Advection1D(AbstractProblem):
     `width` (`μ = −1.5`, `σ = 0.1`) of the Gaussian initial condition;
     `periodic` (False: the paper's Dirichlet `u = 0` at both ends);
     `boundary_band` (1e-4) and `boundary_weight` (1.0) of the soft penalty.
+
+    Stepped by the one-step integrators of `∂ₜu = F(u)`
+    ([`AbstractPointwiseIntegrator`][sciml.insr.AbstractPointwiseIntegrator]:
+    [`ExplicitEuler`][sciml.insr.ExplicitEuler], [`ImplicitEuler`][sciml.insr.ImplicitEuler],
+    [`Midpoint`][sciml.insr.Midpoint]).
     """
 
     velocity: float = eqx.field(static=True)
@@ -67,6 +73,7 @@ class Advection1D(AbstractProblem):
     boundary_weight: float = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     out_size: int = eqx.field(static=True)
+    integrators: ClassVar[tuple[type, ...]] = (AbstractPointwiseIntegrator,)
 
     def __init__(
         self,

@@ -38,6 +38,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .._checks import check_pair, check_positive_int, check_real
 from ._constraints import AbstractConstraint, ExactBoundaryField, Pin, Roller, check_homogeneous
 from ._hyperelastic import energy_density
+from ._incremental_potential import IncrementalPotential
 from ._problem import AbstractProblem, Field
 
 
@@ -86,6 +87,8 @@ class Elasticity2D(AbstractProblem):
     exact_boundary: bool = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     out_size: int = eqx.field(static=True)
+    # the stepping is the incremental potential (`rhs` is for explicit checks only)
+    integrators: ClassVar[tuple[type, ...]] = (IncrementalPotential,)
     # the initial fit matches gradients too (`InitialObjective`): the energy is in ∇u
     initial_gradient_weight: ClassVar[float] = 1.0
 

@@ -29,10 +29,7 @@ from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import PRNGKeyArray
 
-from ..solution import Solution
-from ._elasticity import Elasticity2D
 from ._hyperelastic import contact_residual, elastic_residual, inertia_residual
 from ._integrators import AbstractIntegrator
 from ._least_squares import LeastSquaresSolver
@@ -41,11 +38,6 @@ from ._step_solver import float_dtype_of
 
 
 def _check(problem: Any, quasi_static: bool) -> None:
-    if not isinstance(problem, Elasticity2D):
-        raise ValueError(
-            "`problem` must be an Elasticity2D for IncrementalPotential, got "
-            f"{type(problem).__name__}."
-        )
     if quasi_static and any(problem.force):
         raise ValueError(
             "a quasi-static IncrementalPotential needs `force` = (0, 0): without the kinetic "
@@ -54,7 +46,8 @@ def _check(problem: Any, quasi_static: bool) -> None:
 
 
 class IncrementalPotential(AbstractIntegrator):
-    """Implicit Euler for elastodynamics by minimising the incremental potential.
+    """Implicit Euler for elastodynamics by minimising the incremental potential
+    (for [`Elasticity2D`][sciml.insr.Elasticity2D]).
 
     **Arguments:** `solver` (default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver]);
     `quasi_static` (default False: drop the inertia term).
@@ -89,16 +82,7 @@ class IncrementalPotential(AbstractIntegrator):
         problem.check_field(field)
         return field, jnp.zeros((), float_dtype_of(field))
 
-    def step(
-        self,
-        field: Any,
-        problem: Any,
-        t: Any,
-        dt: Any,
-        state: Any = None,
-        *,
-        key: PRNGKeyArray,
-    ) -> tuple[Solution, Any]:
+    def step(self, field, problem, t, dt, state=None, *, key):
         """One step; `state = (uⁿ⁻¹, steps taken)` from `init` or the previous step."""
         _check(problem, self.quasi_static)
         if state is None:

@@ -27,7 +27,7 @@ from jaxtyping import PRNGKeyArray
 from .._checks import check_positive_finite, check_positive_int
 from .._custom_types import Real
 from ..solution import RESULTS, Solution, make_solution
-from ._integrators import AbstractIntegrator
+from ._integrators import check_supported
 from ._objective import InitialObjective
 from ._problem import AbstractProblem
 from ._step_solver import AbstractStepSolver
@@ -149,12 +149,8 @@ def integrate(
     one-step integrators), `resumed_from` (the step a monitor's checkpoint
     resumed this call from; 0 otherwise).
     """
-    if not isinstance(integrator, AbstractIntegrator):
-        raise ValueError(
-            "`integrator` must be ExplicitEuler(), ImplicitEuler() or Midpoint() "
-            f"(an AbstractIntegrator), got {type(integrator).__name__}."
-        )
     _check_problem(problem)
+    check_supported(integrator, problem)
     problem.check_field(field0, "field0")
     saveat = SaveAt() if saveat is None else saveat
     if not isinstance(saveat, SaveAt):

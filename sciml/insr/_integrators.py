@@ -19,6 +19,7 @@ a sequence of such objectives, each seeing the previous field.
 from __future__ import annotations
 
 import abc
+import inspect
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -32,11 +33,47 @@ from ._step_solver import AbstractStepSolver
 
 
 class AbstractIntegrator(eqx.Module):
-    """Base of the integrators: a per-point `residual` and `step`, which
-    minimises it with `solver` starting from the previous weights."""
+    """Base of the integrators that `integrate` steps: `init` (the state carried
+    besides the field) and `step` (one time step by the integrator's `solver`).
+
+    A problem lists the integrators it supports in its class attribute
+    `integrators` (e.g. [`TaylorGreen2D`][sciml.insr.TaylorGreen2D] needs the
+    pressure projection of [`Splitting`][sciml.insr.Splitting]); `integrate`
+    refuses any other before it computes anything.
+    """
 
     solver: eqx.AbstractVar[AbstractStepSolver]
-    order: ClassVar[int]
+    order: eqx.AbstractClassVar[int]
+
+    @abc.abstractmethod
+    def init(self, field: Any, problem: AbstractProblem, t0: Any, dt: Any) -> Any:
+        """The integrator's state carried from step to step besides the field
+        (e.g. the previous field of a two-level scheme, or a pressure field)."""
+
+    @abc.abstractmethod
+    def step(
+        self,
+        field: Any,
+        problem: AbstractProblem,
+        t: Any,
+        dt: Any,
+        state: Any = None,
+        *,
+        key: PRNGKeyArray,
+    ) -> tuple[Solution, Any]:
+        """One step from `field` (the weights at `t`) to `t + dt`.
+
+        **Returns:** `(solution, state)`: the `solver`'s
+        [`Solution`][sciml.solution.Solution] (`value` the new field, `stats`
+        `loss_initial`, `loss`, `iterations`) and the new state.
+        """
+
+
+class AbstractPointwiseIntegrator(AbstractIntegrator):
+    """Base of the one-step integrators of `∂ₜu = F(u)` (module docstring): a
+    per-point `residual` between the new field and the previous one, which
+    `step` minimises with `solver` starting from the previous weights; no
+    state besides the field."""
 
     @abc.abstractmethod
     def residual(
@@ -54,37 +91,46 @@ class AbstractIntegrator(eqx.Module):
     def amplification(self, z: Any) -> Any:
         """The growth factor per step for `∂ₜu = λu`, `z = λΔt` (complex)."""
 
-    def init(self, field: Any, problem: AbstractProblem, t0: Any, dt: Any) -> Any:
-        """The integrator's state carried from step to step besides the field
-        (e.g. the previous field of a two-level scheme, or a pressure field);
-        `None` for the one-step integrators here."""
+    def init(self, field: Any, problem: AbstractProblem, t0: Any, dt: Any) -> None:
+        """`None`: a one-step integrator carries no state besides the field."""
         return None
 
-    def step(
-        self,
-        field: Any,
-        problem: AbstractProblem,
-        t: Any,
-        dt: Any,
-        state: Any = None,
-        *,
-        key: PRNGKeyArray,
-    ) -> tuple[Solution, Any]:
-        """One step from `field` (the weights at `t`) to `t + dt`.
-
-        **Returns:** `(solution, state)`: the `solver`'s
-        [`Solution`][sciml.solution.Solution] (`value` the new field, `stats`
-        `loss_initial`, `loss`, `iterations`) and the new state.
-        """
+    def step(self, field, problem, t, dt, state=None, *, key):
+        """One step: the `solver`'s `Solution` of the residual's least squares, and `None`."""
         objective = StepObjective(integrator=self, problem=problem, previous=field, t=t, dt=dt)
-        return self.solver.solve(objective, field, key=key), state
+        return self.solver.solve(objective, field, key=key), None
+
+
+def check_supported(integrator: Any, problem: AbstractProblem) -> None:
+    """Raises `ValueError` unless `integrator` is an `AbstractIntegrator` that
+    `problem` supports: an instance of a class in its `integrators`."""
+    if not isinstance(integrator, AbstractIntegrator):
+        raise ValueError(
+            "`integrator` must be an AbstractIntegrator such as Midpoint(), Splitting(pressure) "
+            f"or IncrementalPotential(), got {type(integrator).__name__}."
+        )
+    supported = type(problem).integrators
+    if not isinstance(integrator, supported):
+        name = type(problem).__name__
+        names = dict.fromkeys(n for cls in supported for n in _final_names(cls))
+        raise ValueError(
+            f"{name} cannot be stepped with {type(integrator).__name__}; use "
+            f"{' or '.join(names)} (`{name}.integrators`)."
+        )
+
+
+def _final_names(cls: type) -> list[str]:
+    """The names of `cls` if it is final, else of its final subclasses."""
+    if not inspect.isabstract(cls):
+        return [cls.__name__]
+    return [name for sub in cls.__subclasses__() for name in _final_names(sub)]
 
 
 def _solver_field():
     return eqx.field(default_factory=LeastSquaresSolver)
 
 
-class ExplicitEuler(AbstractIntegrator):
+class ExplicitEuler(AbstractPointwiseIntegrator):
     """Forward Euler, first order: `u_θ = uⁿ + Δt F(uⁿ)` in least squares.
     Unstable for pure advection (`|g| = √(1 + (akΔt)²)`).
 
@@ -101,7 +147,7 @@ class ExplicitEuler(AbstractIntegrator):
         return 1 + z
 
 
-class ImplicitEuler(AbstractIntegrator):
+class ImplicitEuler(AbstractPointwiseIntegrator):
     """Backward Euler, first order: `(u_θ − uⁿ)/Δt = F(u_θ)`; damps advection
     by `1/√(1 + (akΔt)²)` per step.
 
@@ -118,7 +164,7 @@ class ImplicitEuler(AbstractIntegrator):
         return 1 / (1 - z)
 
 
-class Midpoint(AbstractIntegrator):
+class Midpoint(AbstractPointwiseIntegrator):
     """Implicit midpoint, second order (the paper's integrator for advection):
     `(u_θ − uⁿ)/Δt = F(½(u_θ + uⁿ))`; conserves every advected mode's amplitude,
     phase `2·atan(akΔt/2)` per step.

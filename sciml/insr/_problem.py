@@ -6,8 +6,9 @@ boundary conditions. It provides per-point pieces, and an integrator
 method takes a **field** — any callable on one point `(d,) -> (C,)` — so
 spatial derivatives are taken by autodiff of that callable.
 
-A new problem is a final subclass that sets `in_size`, `out_size` and
-`boundary_weight` and implements the abstract methods.
+A new problem is a final subclass that sets `in_size`, `out_size`,
+`boundary_weight` and the class attribute `integrators` (the integrator
+classes it can be stepped with) and implements the abstract methods.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ class AbstractProblem(eqx.Module):
     """Base of the problems: `∂ₜu = F(u)` for a field `u: (in_size,) -> (out_size,)`.
 
     **Attributes:** `in_size` (`d`), `out_size` (`C`), `boundary_weight`
-    (`λ`, the weight of the soft boundary penalty).
+    (`λ`, the weight of the soft boundary penalty); class attribute
+    `integrators`: the integrator classes the problem can be stepped with
+    (`integrate` refuses any other before it computes anything).
     """
 
     in_size: eqx.AbstractVar[int]
     out_size: eqx.AbstractVar[int]
     boundary_weight: eqx.AbstractVar[float]
+    integrators: eqx.AbstractClassVar[tuple[type, ...]]
 
     @abc.abstractmethod
     def rhs(self, field: Field, t: Any, x: Float[Array, " d"]) -> Float[Array, " C"]:
@@ -54,10 +58,6 @@ class AbstractProblem(eqx.Module):
     @abc.abstractmethod
     def boundary_residual(self, field: Field, t: Any, x: Float[Array, " d"]) -> Float[Array, " b"]:
         """The boundary condition's residual at a boundary point (`0` when met)."""
-
-    def exact(self, t: Any, x: Float[Array, " d"]) -> Float[Array, " C"]:
-        """The analytic solution, where the problem has one."""
-        raise NotImplementedError(f"{type(self).__name__} has no analytic solution.")
 
     def check_field(self, field: Any, name: str = "field") -> None:
         """Raises `ValueError` (at trace time) unless `field` maps `(in_size,)`

@@ -14,20 +14,11 @@ weights of a field, warm-started from its previous weights:
    For the Taylor–Green mode (`Δ_X U = −2L²U`) it multiplies the velocity by
    `1/(1 + 2νΔt)`. Its output is `U*` (`U* = U^{adv}` when `ν = 0`).
 3. **Pressure** `P` (`ρ` and `Δt` absorbed: `P = Δt p/L²` up to a constant):
-   - `projection="strong"` (the paper's): residual `∇·U* − ΔP` per point plus a
-     Neumann penalty `∂P/∂n = 0` on the walls (second derivatives of `P`);
-   - `projection="variational"`: residual `(U* − Uⁿ) − ∇P` (two components)
-     per point; its least squares is `min_P ∫|U* − Uⁿ − ∇P|²`, whose
-     Euler–Lagrange equation is `ΔP = ∇·(U* − Uⁿ)` with the natural condition
-     `(∇P − U* + Uⁿ)·n = 0` (first derivatives only; no boundary term). For a
-     divergence-free `Uⁿ` with `Uⁿ·n = 0` (orthogonal to every gradient) this
-     is `min_P ∫|U* − ∇P|²`. Subtracting `Uⁿ` is a control variate: the
-     residual of `U* − ∇P` keeps the whole divergence-free part of `U*`
-     (`O(1)`) at its optimum, and its Monte-Carlo estimate on `N` points then
-     perturbs `P` (an `O(Δt)` signal) by `O(|U|/√N)` — measured 450%
-     relative error for `N = 1000`; that of `U* − Uⁿ − ∇P` is `O(Δt)`. The
-     price: divergence that earlier steps left in `Uⁿ` is carried along,
-     not removed as by the strong form.
+   the least squares of the `projection`'s residuals,
+   [`StrongProjection`][sciml.insr.StrongProjection] (the paper's: `∇·U* − ΔP`
+   with `∂P/∂n = 0` on the walls) or
+   [`VariationalProjection`][sciml.insr.VariationalProjection]
+   (`U* − Uⁿ − ∇P`, first derivatives only), modules passed as `projection`.
 4. **Projection**: `U_θ(X) ≈ U*(X) − ∇P(X)`, plus free slip.
 
 Each sub-step's [`Solution`][sciml.solution.Solution] is kept: the step's
@@ -44,18 +35,16 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Float
 
 from ..solution import RESULTS, Solution, make_solution
+from ._differential import gradient, laplacian
 from ._integrators import AbstractIntegrator
 from ._least_squares import LeastSquaresSolver
 from ._objective import AbstractObjective
 from ._problem import AbstractProblem, Field
+from ._projection import AbstractProjection, as_projection
 from ._step_solver import AbstractStepSolver
-from ._taylor_green import TaylorGreen2D, divergence, gradient, laplacian, wall_normal
-
-
-PROJECTIONS = ("strong", "variational")
 
 
 def backtrack(velocity: Field, dt: Any, x: Float[Array, " 2"]) -> Float[Array, " 2"]:
@@ -93,28 +82,25 @@ class DiffusionObjective(AbstractObjective):
 
 
 class PressureObjective(AbstractObjective):
-    """The pressure sub-problem for the velocity `U*` given the step's initial
-    velocity `previous` (see the module docstring): strong `∇·U* − ΔP` with
-    `∂P/∂n = 0`, or variational `U* − Uⁿ − ∇P`."""
+    """The pressure sub-problem of `projection`
+    ([`StrongProjection`][sciml.insr.StrongProjection] or
+    [`VariationalProjection`][sciml.insr.VariationalProjection]) for the velocity
+    `U*` given the step's initial velocity `previous`."""
 
     problem: AbstractProblem
     velocity: Any
     previous: Any
-    projection: str = eqx.field(static=True)
+    projection: AbstractProjection
 
     def interior(self, field, x):
-        if self.projection == "strong":
-            return (divergence(self.velocity, x) - laplacian(field, x)[0])[None]
-        return self.velocity(x) - self.previous(x) - gradient(field, x)
+        return self.projection.interior(field, self.velocity, self.previous, x)
 
     def boundary(self, field, x):
-        if self.projection == "strong":
-            return (gradient(field, x) @ wall_normal(x))[None]
-        return jnp.zeros((0,), x.dtype)
+        return self.projection.boundary(field, x)
 
     @property
     def boundary_weight(self) -> float:
-        return self.problem.boundary_weight if self.projection == "strong" else 0.0
+        return self.projection.boundary_weight(self.problem)
 
 
 class ProjectionObjective(AbstractObjective):
@@ -156,7 +142,10 @@ class Splitting(AbstractIntegrator):
     - `solver`: per-step solver of the velocity sub-steps (advection,
       diffusion, projection); default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver].
     - `pressure_solver`: solver of the pressure sub-step (default: `solver`).
-    - `projection`: `"strong"` (the paper's Poisson residual) or `"variational"`.
+    - `projection`: the pressure sub-problem, [`StrongProjection()`][sciml.insr.StrongProjection]
+      (default; the paper's Poisson residual) or
+      [`VariationalProjection()`][sciml.insr.VariationalProjection]; the names
+      `"strong"` and `"variational"` stand for them.
 
     Use with [`TaylorGreen2D`][sciml.insr.TaylorGreen2D]; `integrate(...).stats["state"]`
     is the final pressure field.
@@ -165,7 +154,7 @@ class Splitting(AbstractIntegrator):
     pressure: Any
     solver: Any
     pressure_solver: Any
-    projection: str = eqx.field(static=True)
+    projection: AbstractProjection
     order: ClassVar[int] = 1
 
     def __init__(
@@ -174,19 +163,14 @@ class Splitting(AbstractIntegrator):
         solver: Any = None,
         *,
         pressure_solver: Any = None,
-        projection: str = "strong",
+        projection: AbstractProjection | str = "strong",
     ):
         self.pressure = pressure
         self.solver = LeastSquaresSolver() if solver is None else solver
         self.pressure_solver = pressure_solver
-        self.projection = projection
+        self.projection = as_projection(projection)
 
     def __check_init__(self):
-        if self.projection not in PROJECTIONS:
-            raise ValueError(
-                f"`projection` must be one of {', '.join(map(repr, PROJECTIONS))}, "
-                f"got {self.projection!r}."
-            )
         for name in ("solver", "pressure_solver"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, AbstractStepSolver):
@@ -196,35 +180,12 @@ class Splitting(AbstractIntegrator):
                 )
         check_pressure_field(self.pressure)
 
-    def residual(self, problem, field, previous, t, dt, x):
-        raise NotImplementedError(
-            "Splitting has no single residual: its sub-steps are the objectives "
-            "AdvectionObjective, DiffusionObjective, PressureObjective, ProjectionObjective."
-        )
-
-    def amplification(self, z):
-        raise NotImplementedError(
-            "Splitting is for nonlinear flow; it has no amplification factor."
-        )
-
     def init(self, field: Any, problem: AbstractProblem, t0: Any, dt: Any) -> Any:
-        if not isinstance(problem, TaylorGreen2D):
-            raise ValueError(
-                f"`problem` must be TaylorGreen2D for Splitting, got {type(problem).__name__}."
-            )
+        """The initial pressure field (the state: the previous step's pressure)."""
         problem.check_field(field)
         return self.pressure
 
-    def step(
-        self,
-        field: Any,
-        problem: AbstractProblem,
-        t: Any,
-        dt: Any,
-        state: Any = None,
-        *,
-        key: PRNGKeyArray,
-    ) -> tuple[Solution, Any]:
+    def step(self, field, problem, t, dt, state=None, *, key):
         """One splitting step: `(Solution(new velocity field, result, stats), new pressure)`."""
         pressure = self.pressure if state is None else state
         pressure_solver = self.solver if self.pressure_solver is None else self.pressure_solver

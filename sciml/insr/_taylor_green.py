@@ -29,14 +29,16 @@ half-width `1e-4` inside the four walls, as the paper's.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ._differential import laplacian, wall_normal
 from ._problem import AbstractProblem, Field
+from ._splitting import Splitting
 
 
 LENGTH = math.pi  # x = LENGTH (X + 1)
@@ -56,13 +58,6 @@ def taylor_green_pressure(x: Float[Array, "... 2"], t: Any, viscosity: float) ->
     return decay * 0.25 * (jnp.cos(2 * x[..., 0]) + jnp.cos(2 * x[..., 1]))
 
 
-def wall_normal(x: Float[Array, " 2"]) -> Float[Array, " 2"]:
-    """The outward unit normal of the wall of `[−1, 1]²` nearest to `x`."""
-    distance = 1 - jnp.abs(x)
-    axis = jnp.argmin(distance)
-    return jnp.where(jnp.arange(2) == axis, jnp.sign(x), 0).astype(x.dtype)
-
-
 class TaylorGreen2D(AbstractProblem):
     """Taylor–Green flow on `[−1, 1]²` (network units, see the module docstring)
     for a velocity field `(2,) -> (2,)`; the pressure field is `(2,) -> (1,)`.
@@ -70,6 +65,9 @@ class TaylorGreen2D(AbstractProblem):
     **Arguments:** `viscosity` (`ν ≥ 0` in `[0, 2π]` units; 0: Euler, the
     paper's); `boundary_band` (1e-4) and `boundary_weight` (1.0) of the
     free-slip penalty.
+
+    Stepped by [`Splitting`][sciml.insr.Splitting] only: the integrators of
+    `∂ₜU = F(U)` have no pressure projection and would not keep `∇·U = 0`.
     """
 
     viscosity: float = eqx.field(static=True)
@@ -78,6 +76,8 @@ class TaylorGreen2D(AbstractProblem):
     length: float = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     out_size: int = eqx.field(static=True)
+    # incompressible: a step needs the pressure projection of the splitting
+    integrators: ClassVar[tuple[type, ...]] = (Splitting,)
 
     def __init__(
         self,
@@ -149,19 +149,3 @@ class TaylorGreen2D(AbstractProblem):
     def boundary_residual(self, field: Field, t: Any, x: Float[Array, " 2"]) -> Float[Array, " 1"]:
         """Free slip: the normal velocity `U·n` at a wall point."""
         return (field(x) @ wall_normal(x))[None]
-
-
-def laplacian(field: Field, x: Float[Array, " d"]) -> Float[Array, " C"]:
-    """`Δf(x)` of a field `(d,) -> (C,)` by forward-over-forward autodiff."""
-    hessian = jax.jacfwd(jax.jacfwd(field))(x)  # (C, d, d)
-    return jnp.trace(hessian, axis1=-2, axis2=-1)
-
-
-def divergence(field: Field, x: Float[Array, " d"]) -> Float[Array, ""]:
-    """`∇·f(x)` of a field `(d,) -> (d,)`."""
-    return jnp.trace(jax.jacfwd(field)(x))
-
-
-def gradient(field: Field, x: Float[Array, " d"]) -> Float[Array, " d"]:
-    """`∇f(x)` of a scalar field `(d,) -> (1,)`."""
-    return jax.jacfwd(field)(x)[0]

@@ -110,8 +110,15 @@ def test_step_cap_is_reported():
 
 def test_taylor_green_and_splitting_options():
     pressure = insr.FourierBasis(2, -1.0, 1.0, in_size=2, out_size=1)
-    with pytest.raises(ValueError, match="`projection` must be one of 'strong', 'variational'"):
+    with pytest.raises(
+        ValueError, match=r"`projection` must be StrongProjection\(\) or VariationalProjection\(\)"
+    ):
         insr.Splitting(pressure, projection="weak")
+    # the names of the configs stand for the modules
+    assert insr.Splitting(pressure, projection="variational").projection == (
+        insr.VariationalProjection()
+    )
+    assert insr.Splitting(pressure).projection == insr.StrongProjection()
     with pytest.raises(ValueError, match="`viscosity` must be a finite number >= 0"):
         insr.TaylorGreen2D(-0.1)
     with pytest.raises(ValueError, match=r"`pressure` must map a point \(2,\) to \(1,\)"):
@@ -129,7 +136,8 @@ def test_taylor_green_and_splitting_options():
             0.05,
             key=jax.random.key(0),
         )
-    with pytest.raises(ValueError, match="`problem` must be TaylorGreen2D"):
+    message = "Advection1D cannot be stepped with Splitting; use ExplicitEuler or ImplicitEuler or"
+    with pytest.raises(ValueError, match=message):
         insr.integrate(
             fourier_field(),
             insr.Splitting(pressure),
@@ -187,7 +195,7 @@ def test_elasticity_bad_scene_face_and_field():
             0.0,
             key=jax.random.key(0),
         )
-    with pytest.raises(ValueError, match="`problem` must be an Elasticity2D"):
+    with pytest.raises(ValueError, match="Advection1D cannot be stepped with IncrementalPotential"):
         insr.integrate(fourier_field(), step, PROBLEM, 0.0, 0.1, 0.1, key=jax.random.key(0))
     with pytest.raises(ValueError, match="quasi-static"):
         insr.integrate(
@@ -199,3 +207,48 @@ def test_elasticity_bad_scene_face_and_field():
             0.1,
             key=jax.random.key(0),
         )
+
+
+def _flow_fields():
+    velocity = insr.FourierBasis(2, -1.0, 1.0, in_size=2, out_size=2)
+    return velocity, insr.FourierBasis(2, -1.0, 1.0, in_size=2, out_size=1)
+
+
+def test_a_problem_refuses_an_integrator_it_does_not_support():
+    """Taylor–Green stepped without the pressure projection, elasticity by a
+    residual of `∂ₜu = F(u)`: refused by `integrate` before any step, with the
+    problem, the integrator and what to use instead."""
+    velocity, _ = _flow_fields()
+    elastic = insr.SIREN(2, 2, width=8, hidden_layers=1, key=jax.random.key(0))
+    cases = [
+        (velocity, insr.Midpoint(), insr.TaylorGreen2D(), "TaylorGreen2D", "Midpoint", "Splitting"),
+        (
+            elastic,
+            insr.ImplicitEuler(),
+            insr.Elasticity2D.scene("column"),
+            "Elasticity2D",
+            "ImplicitEuler",
+            "IncrementalPotential",
+        ),
+    ]
+    for field, integrator, problem, name, used, supported in cases:
+        message = rf"{name} cannot be stepped with {used}; use {supported} \(`{name}.integrators`\)"
+        with pytest.raises(ValueError, match=message):
+            insr.integrate(field, integrator, problem, 0.0, 0.1, 0.05, key=jax.random.key(0))
+
+
+def test_a_problem_accepts_the_integrators_it_supports():
+    """The same calls with a supported integrator pass the check (traced only)."""
+    velocity, pressure = _flow_fields()
+    elastic = insr.SIREN(2, 2, width=8, hidden_layers=1, key=jax.random.key(0))
+    solver = insr.LeastSquaresSolver(n_points=16, n_boundary=8, max_steps=1)
+    cases = [
+        (velocity, insr.Splitting(pressure, solver), insr.TaylorGreen2D()),
+        (elastic, insr.IncrementalPotential(solver), insr.Elasticity2D.scene("column")),
+        (fourier_field(), insr.Midpoint(solver), PROBLEM),
+    ]
+    for field, integrator, problem in cases:
+        out = eqx.filter_eval_shape(
+            insr.integrate, field, integrator, problem, 0.0, 0.1, 0.05, key=jax.random.key(0)
+        )
+        assert out.stats["loss"].shape == (2,)

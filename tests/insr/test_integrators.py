@@ -12,6 +12,7 @@ solves its own step equation, which the trapezoid rule does not.
 """
 
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -168,6 +169,7 @@ class Riccati(insr.AbstractProblem):
     in_size: int = 1
     out_size: int = 1
     boundary_weight: float = 0.0
+    integrators: ClassVar[tuple[type, ...]] = (insr.AbstractPointwiseIntegrator,)
 
     def rhs(self, field, t, x):
         return -(field(x) ** 2) + self.beta * t
@@ -229,3 +231,26 @@ def test_midpoint_solves_its_nonlinear_step_equation(beta):
     # measured agreement 2e-16; the trapezoid rule differs by ≥ 1e-2 after the first step
     np.testing.assert_allclose(values, expected, rtol=1e-12)
     assert np.min(np.abs(np.asarray(trapezoid) - expected)[1:]) > 1e-3
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        insr.ExplicitEuler,
+        insr.ImplicitEuler,
+        insr.Midpoint,
+        insr.Splitting,
+        insr.IncrementalPotential,
+    ],
+)
+def test_integrators_are_final_and_define_each_method_once(cls):
+    """Abstract or final: a final integrator implements its bases' abstract
+    methods and overrides none of their concrete ones."""
+    for name, value in vars(cls).items():
+        if name.startswith("__") or not callable(value):
+            continue
+        for base in cls.__mro__[1:]:
+            inherited = vars(base).get(name)
+            if inherited is not None:
+                assert getattr(inherited, "__isabstractmethod__", False), (cls, base, name)
+    assert not getattr(cls, "__abstractmethods__", None)

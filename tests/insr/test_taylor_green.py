@@ -69,8 +69,9 @@ def energy(field):
 _run = eqx.filter_jit(insr.integrate)
 
 
-def run(n_steps, nu=0.0, projection="strong"):
+def run(n_steps, nu=0.0, projection=None):
     problem = insr.TaylorGreen2D(nu)
+    projection = insr.StrongProjection() if projection is None else projection
     integrator = insr.Splitting(pressure_field(), solver(), projection=projection)
     return _run(
         tg_field(),
@@ -86,7 +87,11 @@ def run(n_steps, nu=0.0, projection="strong"):
 
 @pytest.mark.parametrize(
     ("projection", "div_tol"),
-    [("strong", 1e-4), pytest.param("variational", 1e-3, marks=pytest.mark.slow)],
+    [
+        (insr.StrongProjection(), 1e-4),
+        pytest.param(insr.VariationalProjection(), 1e-3, marks=pytest.mark.slow),
+    ],
+    ids=["strong", "variational"],
 )
 def test_one_step_projects_and_recovers_pressure(projection, div_tol):
     sol = run(1, projection=projection)
@@ -153,3 +158,36 @@ def test_inviscid_stays_at_the_splitting_floor():
     # measured [1.0752e-7, 4.2854e-7, 9.6249e-7]: within 0.2% of the floor;
     # 10× headroom, and 18× below the bilinear grid
     np.testing.assert_allclose(mses, floor, rtol=0.02)
+
+
+def test_projection_residuals_against_closed_forms():
+    """Strong: `∇·U* − ΔP` inside, `∂P/∂n` on a wall; variational: `U* − Uⁿ − ∇P`
+    inside, no boundary term. Polynomial fields, derivatives written here."""
+
+    def pressure(x):  # ∇P = (2x + 3y, 3x), ΔP = 2
+        return jnp.array([x[0] ** 2 + 3 * x[0] * x[1]])
+
+    def velocity(x):  # ∇·U* = y + 2y = 3y
+        return jnp.array([x[0] * x[1], x[1] ** 2])
+
+    def previous(x):
+        return jnp.array([1.0, -x[0]])
+
+    (a, b), wall = (0.3, -0.7), jnp.array([1.0 - 1e-5, 0.2])  # nearest wall x = 1, n = (1, 0)
+    x = jnp.array([a, b])
+    strong, variational = insr.StrongProjection(), insr.VariationalProjection()
+    # autodiff of polynomials: measured 0 error in float64; 1e-12 catches any wrong term
+    np.testing.assert_allclose(
+        strong.interior(pressure, velocity, previous, x), [3 * b - 2], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        strong.boundary(pressure, wall), [2 * wall[0] + 3 * wall[1]], rtol=1e-12
+    )
+    expected = [a * b - 1 - (2 * a + 3 * b), b**2 + a - 3 * a]
+    np.testing.assert_allclose(
+        variational.interior(pressure, velocity, previous, x), expected, rtol=1e-12
+    )
+    assert variational.boundary(pressure, wall).shape == (0,)
+    problem = insr.TaylorGreen2D(boundary_weight=2.5)
+    assert strong.boundary_weight(problem) == 2.5
+    assert variational.boundary_weight(problem) == 0.0

@@ -31,14 +31,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks.insr import insr_common as common
 from sciml import insr
-from sciml.solution import RESULTS
 from solvers.advection import CentralCN, UpwindCN
 from solvers.stepping import rollout
 
@@ -49,8 +47,6 @@ INTEGRATORS = {
     "explicit_euler": insr.ExplicitEuler,
 }
 PROBLEMS = ("advection1d",)
-SOLVERS = ("least_squares", "adam")
-FIELDS = ("siren",)
 
 
 def build(config):
@@ -63,22 +59,7 @@ def build(config):
     field = common.siren(config, 1, 1)
     if problem.periodic:
         field = insr.PeriodicEmbedding(common.siren(config, 2, 1), p.lower, p.upper)
-    s = config.solver
-    if common.choose("solver.name", s.name, SOLVERS) == "least_squares":
-        optimiser = common.levenberg_marquardt(s)
-        solver = insr.LeastSquaresSolver(
-            optimiser,
-            n_points=s.n_points,
-            n_boundary=s.n_boundary,
-            max_steps=s.max_steps,
-            loss_tol=s.loss_tol,
-        )
-        initial = insr.LeastSquaresSolver(
-            optimiser, n_points=s.n_points, max_steps=config.initial.max_steps, loss_tol=s.loss_tol
-        )
-    else:
-        solver = common.adam_solver(s)
-        initial = solver
+    solver, initial = common.step_solvers(config, common.levenberg_marquardt_solvers)
     integrator = INTEGRATORS[common.choose("integrator", config.integrator, tuple(INTEGRATORS))]
     return problem, field, integrator(solver), initial
 
@@ -106,15 +87,8 @@ def train_and_evaluate(config, workdir) -> dict:
     workdir = Path(workdir)
     with jax.enable_x64(bool(config.x64)):
         problem, field, integrator, initial = build(config)
-        dt, t1 = float(config.problem.dt), float(config.problem.t1)
-        n_steps = insr.number_of_steps(0.0, t1, dt)
-        fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate_config(
-            config, workdir, field, integrator, problem, initial
-        )
-
-        eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
-        times = np.asarray(sol.stats["ts"])
-        np.save(workdir / "times.npy", times)
+        run = common.run_and_save_config(config, workdir, field, integrator, problem, initial)
+        sol, times, n_steps, dt = run.sol, run.times, run.n_steps, float(config.problem.dt)
 
         p = config.problem
         nodes = np.linspace(p.lower, p.upper, int(config.eval.n_nodes))
@@ -142,26 +116,12 @@ def train_and_evaluate(config, workdir) -> dict:
         "grid 1st order (CN + upwind)": mae_over_time(grids["grid_first_order"], exact),
         "grid 2nd order (CN + central)": mae_over_time(grids["grid_second_order"], exact),
     }
-    keys = ("error", "floor", "grid_first_order", "grid_second_order")
-    n_params = sum(a.size for a in jax.tree_util.tree_leaves(eqx.filter(field, eqx.is_array)))
-    summary = {key: float(np.mean(curve[1:])) for key, curve in zip(keys, curves.values())}
-    summary.update(
-        seconds_per_step=seconds_per_step,
-        initial_seconds=initial_seconds,
-        initial_loss=float(fit.stats["loss"]),
-        final_error=float(curves["INSR"][-1]),
-        n_steps=n_steps,
-        n_params=int(n_params),
-        param_bytes=int(4 * n_params),
-        grid_bytes=int(4 * nodes.size),
-        failed_steps=int(sol.stats["num_failed_steps"]),
-        result=RESULTS[sol.result] if not bool(sol.successful) else "successful",
-        mean_iterations=float(np.mean(np.asarray(sol.stats["iterations"]))),
-    )
+    summary = common.method_errors(curves)
+    summary.update(common.run_summary(run, common.n_weights(field)))
+    summary.update(final_error=float(curves["INSR"][-1]), grid_bytes=int(4 * nodes.size))
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    picks = np.unique(np.linspace(0, n_steps, int(config.eval.snapshots)).round().astype(int))
-    for i, idx in enumerate(picks):
+    for i, idx in enumerate(common.snapshot_steps(config, n_steps)):
         color = f"C{i}"
         ax.plot(nodes, exact[idx], color=color, lw=3, alpha=0.3)
         ax.plot(nodes, insr_values[idx], color=color, lw=1, label=f"INSR t={times[idx]:.2f}")

@@ -1,21 +1,26 @@
-"""What the INSR experiments share: the checks of their `field`, `solver` and
+"""The skeleton the INSR experiments share, so that each task states only its
+problem, its baselines and its plots: the checks of the `field`, `solver` and
 `initial` config blocks (each task's `validate_config` adds its own keys), the
-choice check of `build`, the SIREN field and solvers of those blocks, the timed
-initial fit and integration (in checkpointed, resumable chunks with `long_run`),
-and the error-over-time plot."""
+choice check of `build`, the SIREN field and the solvers of those blocks, the
+timed initial fit and integration (in checkpointed, resumable chunks with
+`long_run`) with the fields and times saved, the summary entries every task
+reports, and the error-over-time plot."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import lineax as lx
+import numpy as np
 import optimistix as optx
 
 from sciml import insr
 from sciml.experiment import check_config
+from sciml.solution import RESULTS, Solution
 from sciml.training import ChunkedRun
 
 
@@ -63,6 +68,41 @@ def adam_solver(s) -> insr.AdamSolver:
         n_boundary=s.n_boundary,
         max_iters=s.max_iters,
     )
+
+
+def initial_least_squares(config, optimiser) -> insr.LeastSquaresSolver:
+    """The initial fit's solver: `initial.max_steps` iterations of `optimiser`
+    on `solver.n_points` points (`solver.loss_tol`)."""
+    s = config.solver
+    return insr.LeastSquaresSolver(
+        optimiser, n_points=s.n_points, max_steps=config.initial.max_steps, loss_tol=s.loss_tol
+    )
+
+
+def levenberg_marquardt_solvers(config, **options) -> tuple:
+    """`(per-step solver, initial-fit solver)`: Levenberg–Marquardt on the
+    `solver` block's points, steps and `loss_tol`; `options`: further
+    `LeastSquaresSolver` arguments of the per-step solver."""
+    s = config.solver
+    optimiser = levenberg_marquardt(s)
+    step = insr.LeastSquaresSolver(
+        optimiser,
+        n_points=s.n_points,
+        n_boundary=s.n_boundary,
+        max_steps=s.max_steps,
+        loss_tol=s.loss_tol,
+        **options,
+    )
+    return step, initial_least_squares(config, optimiser)
+
+
+def step_solvers(config, least_squares, n: int = 2) -> tuple:
+    """The `solver` block's `n` solvers (per step, ..., initial fit):
+    `least_squares(config)` when `solver.name` is `"least_squares"`, else the
+    Adam solver `n` times."""
+    if choose("solver.name", config.solver.name, SOLVERS) == "least_squares":
+        return tuple(least_squares(config))
+    return (adam_solver(config.solver),) * n
 
 
 def long_run(config, workdir) -> dict:
@@ -114,13 +154,73 @@ def fit_and_integrate(field, integrator, problem, initial, dt: float, t1: float,
     return fit, sol, initial_seconds, seconds_per_step
 
 
-def fit_and_integrate_config(config, workdir, field, integrator, problem, initial):
-    """`fit_and_integrate` over the config's `problem.dt` and `problem.t1`,
-    keys from `seed + 1` and resumable chunks in `workdir` (`long_run`)."""
+class Run(NamedTuple):
+    """What every INSR task evaluates: the initial fit's and the run's
+    `Solution`s, the saved times `(n_steps + 1,)` and the wall times."""
+
+    fit: Solution
+    sol: Solution
+    times: np.ndarray
+    n_steps: int
+    initial_seconds: float
+    seconds_per_step: float
+
+
+def run_and_save(workdir, field, integrator, problem, initial, dt, t1, keys, **chunks) -> Run:
+    """`fit_and_integrate`, then the stacked per-step fields to `weights.eqx`
+    (restore with `eqx.tree_deserialise_leaves` onto the same structure) and
+    the times to `times.npy` in `workdir`."""
+    fit, sol, initial_seconds, seconds_per_step = fit_and_integrate(
+        field, integrator, problem, initial, dt, t1, keys, **chunks
+    )
+    eqx.tree_serialise_leaves(Path(workdir) / "weights.eqx", sol.value)
+    times = np.asarray(sol.stats["ts"])
+    np.save(Path(workdir) / "times.npy", times)
+    n_steps = insr.number_of_steps(0.0, t1, dt)
+    return Run(fit, sol, times, n_steps, initial_seconds, seconds_per_step)
+
+
+def run_and_save_config(config, workdir, field, integrator, problem, initial) -> Run:
+    """`run_and_save` over the config's `problem.dt` and `problem.t1`, keys
+    from `seed + 1` and resumable chunks in `workdir` (`long_run`)."""
     dt, t1 = float(config.problem.dt), float(config.problem.t1)
     keys = tuple(jax.random.split(jax.random.key(config.seed + 1)))
     chunks = long_run(config, workdir)  # checkpointed, resumable chunks
-    return fit_and_integrate(field, integrator, problem, initial, dt, t1, keys, **chunks)
+    return run_and_save(workdir, field, integrator, problem, initial, dt, t1, keys, **chunks)
+
+
+def n_weights(tree) -> int:
+    """The number of array entries in `tree` (a field, or fields)."""
+    return int(sum(a.size for a in jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array))))
+
+
+def run_summary(run: Run, n_params: int) -> dict:
+    """The summary entries every INSR task reports: wall times, the initial
+    fit's loss, the sizes, and how the steps went."""
+    sol = run.sol
+    return dict(
+        seconds_per_step=run.seconds_per_step,
+        initial_seconds=run.initial_seconds,
+        initial_loss=float(run.fit.stats["loss"]),
+        n_steps=run.n_steps,
+        n_params=int(n_params),
+        param_bytes=int(4 * n_params),
+        failed_steps=int(sol.stats["num_failed_steps"]),
+        result=RESULTS[sol.result] if not bool(sol.successful) else "successful",
+        mean_iterations=float(np.mean(np.asarray(sol.stats["iterations"]))),
+    )
+
+
+def method_errors(curves: dict) -> dict:
+    """`error`, `floor`, `grid_first_order`, `grid_second_order`: the means over
+    steps `1..n` of the four error curves `(n_steps + 1,)` of `curves`, in that order."""
+    keys = ("error", "floor", "grid_first_order", "grid_second_order")
+    return {key: float(np.mean(curve[1:])) for key, curve in zip(keys, curves.values())}
+
+
+def snapshot_steps(config, n_steps: int) -> np.ndarray:
+    """The `eval.snapshots` steps of `0..n_steps` the field plots show."""
+    return np.unique(np.linspace(0, n_steps, int(config.eval.snapshots)).round().astype(int))
 
 
 def siren(config, n_in: int, n_out: int, key=None) -> insr.SIREN:
@@ -137,7 +237,6 @@ def plot_errors(path, times, curves: dict, *, ylabel: str, title=None, legend=No
     """Each error curve of `curves` (`{label: (n_steps + 1,)}`) over `times[1:]`,
     log scale, saved to `path`; `legend`: keyword arguments of `ax.legend`."""
     import matplotlib.pyplot as plt
-    import numpy as np
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for label, curve in curves.items():

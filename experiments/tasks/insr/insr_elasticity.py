@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
@@ -42,7 +41,7 @@ import optimistix as optx
 from experiments.tasks.insr import insr_common as common
 from sciml import insr
 from sciml.solution import RESULTS
-from solvers.mesh_fields import P1Field, P2Field, interpolate, p1_field, p2_field  # noqa: F401
+from solvers.mesh_fields import interpolate, p1_field, p2_field
 
 
 SCENE_TIMES = {  # (dt, t1)
@@ -51,8 +50,6 @@ SCENE_TIMES = {  # (dt, t1)
     "column": (0.08, 1.6),  # ω₁Δt = 0.2
     "floor": (0.05, 3.0),
 }
-SOLVERS = ("least_squares", "adam")
-FIELDS = ("siren",)
 
 
 def _affine(params, x):
@@ -106,25 +103,27 @@ def build(config):
     overrides = {"ramp_time": t1} if scene == "stretch" else {}
     problem = insr.Elasticity2D.scene(scene, exact_boundary=bool(p.exact_boundary), **overrides)
     field = problem.constrain(common.siren(config, 2, 2))
-    s = config.solver
-    if common.choose("solver.name", s.name, SOLVERS) == "least_squares":
-        solver = least_squares(
-            s,
-            n_points=s.n_points,
-            n_boundary=s.n_boundary,
-            max_steps=s.max_steps,
-            rounds=s.rounds,
-            grad_rtol=s.grad_rtol or None,
-            overfit_rtol=s.overfit_rtol or None,
-        )
-        initial = least_squares(
-            s, n_points=s.n_points, max_steps=config.initial.max_steps, rounds=s.rounds
-        )
-    else:
-        solver = common.adam_solver(s)
-        initial = solver
+    solver, initial = common.step_solvers(config, _least_squares)
     integrator = insr.IncrementalPotential(solver, quasi_static=scene == "stretch")
     return problem, field, integrator, initial, dt, t1
+
+
+def _least_squares(config):
+    """The per-step and initial-fit solvers of the `solver` block."""
+    s = config.solver
+    solver = least_squares(
+        s,
+        n_points=s.n_points,
+        n_boundary=s.n_boundary,
+        max_steps=s.max_steps,
+        rounds=s.rounds,
+        grad_rtol=s.grad_rtol or None,
+        overfit_rtol=s.overfit_rtol or None,
+    )
+    initial = least_squares(
+        s, n_points=s.n_points, max_steps=config.initial.max_steps, rounds=s.rounds
+    )
+    return solver, initial
 
 
 def step_checks(sol) -> dict:
@@ -208,18 +207,14 @@ def train_and_evaluate(config, workdir) -> dict:
     scene = config.problem.scene
     with jax.enable_x64(bool(config.x64)):
         problem, field, integrator, initial, dt, t1 = build(config)
-        n_steps = insr.number_of_steps(0.0, t1, dt)
         key_init, key_run, key_ref = jax.random.split(jax.random.key(config.seed + 1), 3)
-
-        fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate(
-            field, integrator, problem, initial, dt, t1, (key_init, key_run)
+        run = common.run_and_save(
+            workdir, field, integrator, problem, initial, dt, t1, (key_init, key_run)
         )
-        eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
-        times = np.asarray(sol.stats["ts"])
-        np.save(workdir / "times.npy", times)
+        sol, times, n_steps = run.sol, run.times, run.n_steps
 
         x = grid_points(problem, int(config.eval.n_grid))
-        n_params = sum(a.size for a in jax.tree_util.tree_leaves(eqx.filter(field, eqx.is_array)))
+        n_params = common.n_weights(field)
         references = {}
         if scene != "floor":
             references["floor"] = common.integrate_steps(
@@ -258,27 +253,19 @@ def train_and_evaluate(config, workdir) -> dict:
         ref_energy = {k: energies(problem, r.value, x, dt)["total"] for k, r in references.items()}
         u_plot = displacements(sol.value, x)
 
+    summary.update(common.run_summary(run, n_params))
     summary.update(
-        seconds_per_step=seconds_per_step,
-        initial_seconds=initial_seconds,
-        initial_loss=float(fit.stats["loss"]),
         scene=scene,
-        n_steps=n_steps,
         dt=dt,
-        n_params=int(n_params),
-        param_bytes=int(4 * n_params),
         grid_bytes=int(4 * meshes["grid_first_order"].values.size),
         grid_second_order_bytes=int(4 * meshes["grid_second_order"].values.size),
-        failed_steps=int(sol.stats["num_failed_steps"]),
-        result=RESULTS[sol.result] if not bool(sol.successful) else "successful",
-        mean_iterations=float(np.mean(np.asarray(sol.stats["iterations"]))),
         final_energy_ratio=float(energy["total"][-1] / energy["total"][0])
         if energy["total"][0]
         else None,
     )
 
     n = int(config.eval.n_grid)
-    picks = np.unique(np.linspace(0, n_steps, int(config.eval.snapshots)).round().astype(int))
+    picks = common.snapshot_steps(config, n_steps)
     ref_x = np.asarray(x).reshape(n, n, 2)
     deformed = np.asarray(x)[None] + u_plot[picks]
     extent = deformed.max(axis=(0, 1)) - deformed.min(axis=(0, 1))

@@ -34,6 +34,7 @@ fields), `pressure.eqx` (final pressure) and `times.npy`; plots
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -44,15 +45,12 @@ import numpy as np
 
 from experiments.tasks.insr import insr_common as common
 from sciml import insr
-from sciml.solution import RESULTS
 from solvers.semi_lagrangian import SemiLagrangian, periodic_grid
 from solvers.stepping import rollout
 
 
 PROBLEMS = ("taylor_green",)
-SOLVERS = ("least_squares", "adam")
-FIELDS = ("siren",)
-PROJECTIONS = ("strong", "variational")
+PROJECTIONS = {"strong": insr.StrongProjection, "variational": insr.VariationalProjection}
 
 
 def build(config):
@@ -62,29 +60,25 @@ def build(config):
     kv, kp = jax.random.split(jax.random.key(config.seed))
     velocity = common.siren(config, 2, 2, key=kv)
     pressure = common.siren(config, 2, 1, key=kp)
-    s = config.solver
-    if common.choose("solver.name", s.name, SOLVERS) == "least_squares":
-        optimiser = common.levenberg_marquardt(s)
-        points = dict(n_points=s.n_points, n_boundary=s.n_boundary)
-        solver = insr.LeastSquaresSolver(
-            optimiser, **points, max_steps=s.max_steps, loss_tol=s.loss_tol, loss_rtol=s.loss_rtol
-        )
-        # after the first step the pressure warm-starts near its optimum (a
-        # relative test does not fit it): its own cap and absolute tolerance
-        pressure_solver = insr.LeastSquaresSolver(
-            optimiser, **points, max_steps=s.pressure_max_steps, loss_tol=s.pressure_loss_tol
-        )
-        initial = insr.LeastSquaresSolver(
-            optimiser, n_points=s.n_points, max_steps=config.initial.max_steps, loss_tol=s.loss_tol
-        )
-    else:
-        solver = common.adam_solver(s)
-        initial = pressure_solver = solver
-    projection = common.choose("projection", config.projection, PROJECTIONS)
+    solver, pressure_solver, initial = common.step_solvers(config, _least_squares, 3)
+    projection = PROJECTIONS[common.choose("projection", config.projection, tuple(PROJECTIONS))]()
     integrator = insr.Splitting(
         pressure, solver, pressure_solver=pressure_solver, projection=projection
     )
     return problem, velocity, integrator, initial
+
+
+def _least_squares(config):
+    """The Levenberg–Marquardt solvers of the velocity sub-steps, the pressure
+    sub-step and the initial fit."""
+    s = config.solver
+    solver, initial = common.levenberg_marquardt_solvers(config, loss_rtol=s.loss_rtol)
+    # after the first step the pressure warm-starts near its optimum (a
+    # relative test does not fit it): its own cap and absolute tolerance
+    pressure_solver = dataclasses.replace(
+        solver, max_steps=s.pressure_max_steps, loss_tol=s.pressure_loss_tol, loss_rtol=None
+    )
+    return solver, pressure_solver, initial
 
 
 def exact_velocity(n: int, times: np.ndarray, viscosity: float) -> np.ndarray:
@@ -120,17 +114,10 @@ def train_and_evaluate(config, workdir) -> dict:
     workdir = Path(workdir)
     with jax.enable_x64(bool(config.x64)):
         problem, field, integrator, initial = build(config)
-        dt, t1 = float(config.problem.dt), float(config.problem.t1)
-        nu = float(config.problem.viscosity)
-        n_steps = insr.number_of_steps(0.0, t1, dt)
-        fit, sol, initial_seconds, seconds_per_step = common.fit_and_integrate_config(
-            config, workdir, field, integrator, problem, initial
-        )
-
-        eqx.tree_serialise_leaves(workdir / "weights.eqx", sol.value)
+        run = common.run_and_save_config(config, workdir, field, integrator, problem, initial)
+        sol, times, n_steps = run.sol, run.times, run.n_steps
+        dt, nu = float(config.problem.dt), float(config.problem.viscosity)
         eqx.tree_serialise_leaves(workdir / "pressure.eqx", sol.stats["state"])
-        times = np.asarray(sol.stats["ts"])
-        np.save(workdir / "times.npy", times)
 
         n = int(config.eval.n_nodes)
         nodes = jnp.asarray(periodic_grid(n)).reshape(2, -1).T / problem.length - 1
@@ -153,27 +140,14 @@ def train_and_evaluate(config, workdir) -> dict:
         f"grid 1st order (bilinear SL {n}²)": mse_over_time(grids["first"], exact),
         f"grid 2nd order (cubic SL {n}²)": mse_over_time(grids["second"], exact),
     }
-    keys = ("error", "floor", "grid_first_order", "grid_second_order")
-    summary = {key: float(np.mean(curve[1:])) for key, curve in zip(keys, curves.values())}
-    n_params = sum(
-        a.size
-        for a in jax.tree_util.tree_leaves(eqx.filter((field, integrator.pressure), eqx.is_array))
-    )
+    summary = common.method_errors(curves)
+    summary.update(common.run_summary(run, common.n_weights((field, integrator.pressure))))
     energy = 0.5 * np.mean(np.sum(insr_values[-1] ** 2, axis=0)) * (2 * math.pi) ** 2
     summary.update(
-        seconds_per_step=seconds_per_step,
-        initial_seconds=initial_seconds,
-        initial_loss=float(fit.stats["loss"]),
         initial_error=float(curves["INSR"][0]),
         final_error=float(curves["INSR"][-1]),
         energy=float(energy / math.pi**2),
-        n_steps=n_steps,
-        n_params=int(n_params),
-        param_bytes=int(4 * n_params),
         grid_bytes=int(4 * 2 * n * n),
-        failed_steps=int(sol.stats["num_failed_steps"]),
-        result=RESULTS[sol.result] if not bool(sol.successful) else "successful",
-        mean_iterations=float(np.mean(np.asarray(sol.stats["iterations"]))),
         **{
             f"mean_{key}": float(np.mean(np.asarray(value)))
             for key, value in sol.stats.items()
@@ -181,7 +155,7 @@ def train_and_evaluate(config, workdir) -> dict:
         },
     )
 
-    picks = np.unique(np.linspace(0, n_steps, int(config.eval.snapshots)).round().astype(int))
+    picks = common.snapshot_steps(config, n_steps)
     fig, axes = plt.subplots(3, len(picks), figsize=(3.2 * len(picks), 8.4), squeeze=False)
     extent = (0, 2 * math.pi, 0, 2 * math.pi)
     for col, idx in enumerate(picks):
@@ -225,5 +199,5 @@ def validate_config(config) -> None:
         config,
         positive=("eval.n_nodes", "eval.floor_nodes"),
         positive_numbers=("problem.dt", "problem.t1"),
-        choices={"problem.name": PROBLEMS, "projection": PROJECTIONS},
+        choices={"problem.name": PROBLEMS, "projection": tuple(PROJECTIONS)},
     )
