@@ -12,11 +12,10 @@ command as `sciml-run` and `python -m sciml.experiment`); see
 
 from __future__ import annotations
 
-import sys
-
 from sciml.experiment import (
     ConfigError as ConfigError,
     apply_overrides as apply_overrides,
+    cli as _cli,
     load_config as load_config,
     main as _main,
     main_from_config as main_from_config,
@@ -40,4 +39,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _cli(prog=PROG)

@@ -21,6 +21,7 @@ from ._plots import plot_loss as plot_loss, readable_log_ticks as readable_log_t
 from ._run_dir import load_run as load_run, load_run_config as load_run_config
 from ._runner import (
     check_workdir as check_workdir,
+    cli as cli,
     default_workdir as default_workdir,
     main as main,
     main_from_config as main_from_config,

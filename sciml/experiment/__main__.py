@@ -1,9 +1,7 @@
 """`python -m sciml.experiment ...`: the same command as `sciml-run`."""
 
-import sys
-
-from sciml.experiment import main
+from sciml.experiment import cli
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m sciml.experiment"))
+    cli(prog="python -m sciml.experiment")

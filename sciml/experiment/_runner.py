@@ -25,7 +25,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import ml_collections
 
@@ -380,3 +380,19 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
         return 2
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0
+
+
+def cli(argv: list[str] | None = None, *, prog: str = "sciml-run") -> NoReturn:
+    """`main` as a program: exits the process with its status.
+
+    An interrupted run exits at once (after flushing its output): a chunk given
+    up on a second Ctrl-C or SIGTERM is still running on XLA's threads, and a
+    normal interpreter exit would wait for it to finish. Every finished step
+    is checkpointed, and every file closed, before `main` returns.
+    """
+    status = main(argv, prog=prog)
+    if status == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)

@@ -16,6 +16,7 @@ import pytest
 
 from sciml.experiment import (
     ConfigError,
+    cli,
     load_config,
     load_run,
     load_run_config,
@@ -121,11 +122,11 @@ def _cli(*args, cwd, wait=True):
     return subprocess.Popen(cmd, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
 
 
-def test_console_script_is_the_library_main():
+def test_console_script_is_the_library_cli():
     tomllib = pytest.importorskip("tomllib")
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, name = scripts["sciml-run"].partition(":")
-    assert getattr(__import__(module, fromlist=[name]), name) is main
+    assert getattr(__import__(module, fromlist=[name]), name) is cli
 
 
 def test_outside_config_and_task_run_resume_after_sigterm(tmp_path):
@@ -192,6 +193,76 @@ def test_outside_config_and_task_run_resume_after_sigterm(tmp_path):
     rebuilt, _ = load_run(killed)  # the task found again through the recorded config file
     for a, b in zip(_leaves(model), _leaves(rebuilt), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+CHUNKED_TASK = '''
+"""Two compiled chunks: a quick one, then one that would run for hours."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from sciml.training import ChunkedRun
+
+
+@jax.jit
+def chunk(x, repeats):
+    return jax.lax.fori_loop(0, repeats, lambda i, x: jnp.tanh(x @ x), x)
+
+
+def train_and_evaluate(config, workdir):
+    def advance(state, step):
+        if step == 1:
+            Path(config.marker).write_text("second chunk")  # the test signals now
+        return {"x": chunk(state["x"], 1 if step == 0 else 10**9)}, step + 1, {}
+
+    state = {"x": jnp.full((256, 256), 1e-3)}
+    ChunkedRun(Path(workdir) / "checkpoints", progress=False).run(
+        state, jax.random.key(0), advance, total=2
+    )
+    return {}
+'''
+
+CHUNKED_CONFIG = """
+from sciml.experiment import defaults
+
+
+def get_config(variant=None):
+    config = defaults.base_config("chunked", "chunked.py", steps=2, batch_size=1, learning_rate=1e-3)
+    config.marker = ""
+    return config
+"""
+
+
+def test_second_sigterm_exits_at_once_during_a_compiled_chunk(tmp_path):
+    """A second SIGTERM gives up the chunk in progress: the process exits at
+    once with 130 (an interpreter exit would wait for the compiled chunk, here
+    hours) and keeps the checkpoint of the chunk before."""
+    (tmp_path / "chunked.py").write_text(CHUNKED_TASK)
+    (tmp_path / "config.py").write_text(CHUNKED_CONFIG)
+    marker, run = tmp_path / "second", tmp_path / "run"
+    proc = _cli(
+        "--config", tmp_path / "config.py", "--workdir", run, f"--config.marker={marker}",
+        cwd=tmp_path, wait=False,
+    )  # fmt: skip
+    deadline = time.time() + 240
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.time() < deadline, "the run never reached its second chunk"
+        time.sleep(0.2)
+    time.sleep(1.0)  # inside the compiled chunk
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    assert proc.poll() is None  # the first signal waits for the chunk
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "SIGTERM received" in stderr and "--resume" in stderr
+    assert Checkpointer(run / "checkpoints").latest_step() == 1
 
 
 def test_resume_refuses_a_config_that_changed(tmp_path):
