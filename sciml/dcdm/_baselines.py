@@ -259,6 +259,14 @@ class IncompleteCholesky(AbstractPreconditionerBuilder):
     tau: Real = 0.97
     sigma: Real = 0.25
 
+    def __check_init__(self):
+        if not 0.0 <= float(self.tau) <= 1.0:
+            raise ValueError(f"`tau` must be in [0, 1] (1 is pure MIC(0)), got {self.tau}.")
+        if not 0.0 <= float(self.sigma) < 1.0:
+            raise ValueError(
+                f"`sigma` must be in [0, 1) (a fraction of the diagonal), got {self.sigma}."
+            )
+
     def build(self, matrix, shape: tuple[int, ...]) -> Preconditioner:
         return _timed_build("IncompleteCholesky", matrix, shape, self._factorise)
 

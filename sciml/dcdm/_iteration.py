@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jaxtyping import Array, ArrayLike, Shaped
 
@@ -90,7 +91,8 @@ def check_inputs(b: ArrayLike, x0: ArrayLike | None) -> tuple[Array, Array]:
     if x0.shape != b.shape:
         raise ValueError(f"`x0` must have the shape of `b` {b.shape}, got {x0.shape}.")
     for name, value in (("b", b), ("x0", x0)):
-        if not isinstance(value, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(value))):
+        # numpy, not jnp: under `jit` a jnp test of a captured constant is traced
+        if not isinstance(value, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(value))):
             raise ValueError(f"`{name}` contains NaN or Inf; the solve needs finite input.")
     return b, x0
 

@@ -110,6 +110,15 @@ def test_matrix_of_the_wrong_size_is_rejected():
         Jacobi().build(sp.eye(10, format="csr"), (4, 4))
 
 
+def test_incomplete_cholesky_checks_its_weights():
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="`tau` must be in"):
+            IncompleteCholesky(modified=True, tau=bad)
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="`sigma` must be in"):
+            IncompleteCholesky(sigma=bad)
+
+
 def test_one_abstract_base_for_the_classical_preconditioners():
     assert all(isinstance(method, AbstractPreconditionerBuilder) for method in BASELINES)
 

@@ -310,6 +310,16 @@ def test_jit_and_vmap_agree_with_single_solves():
         np.testing.assert_allclose(batched[i], np.linalg.solve(A, rhs[i]), atol=1e-9)
 
 
+def test_x0_captured_as_a_constant_under_jit():
+    """An `x0` closed over from outside `jit` is a constant there: the input
+    check must not try to branch on a traced test of it."""
+    A, b = system()
+    x0 = jnp.ones(A.shape[0])
+    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
+    solved = jax.jit(lambda b: solve(apply_A, b, lambda r: r, x0=x0, rtol=1e-10).value)
+    np.testing.assert_allclose(solved(jnp.asarray(b)), np.linalg.solve(A, b), atol=1e-9)
+
+
 def test_bad_input_is_named():
     """Non-finite tolerances, NaN in `b`, `x0` or the directions, an indefinite
     operator and a dtype mismatch each get an error that names the cause."""
