@@ -83,3 +83,19 @@ def test_one_step_losses_report_the_paper_and_the_a_norm_loss(tmp_path):
         }
         assert all(0 <= values[k] <= 1 for k in ("ritz_valid_a_norm", "white_noise_a_norm"))
     assert losses["amg"]["ritz_valid_a_norm"] < losses["cg"]["ritz_valid_a_norm"]
+
+
+def test_multilevel_model_can_start_from_the_shipped_weights():
+    """`model.init` loads the shipped generator (to fine-tune it) and refuses
+    an architecture that does not match it."""
+    import equinox as eqx
+
+    from experiments.tasks.dcdm.dcdm import make_model
+    from sciml.dcdm import pretrained
+
+    config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
+    config.model.kind, config.model.width, config.model.init = "multilevel", 8, "poisson2d"
+    assert eqx.tree_equal(make_model(config), pretrained("poisson2d"))
+    config.model.width = 4
+    with pytest.raises(ValueError, match="config.model.init"):
+        make_model(config)

@@ -44,6 +44,8 @@ from sciml.dcdm import (
     dcdm_loss,
     direction_fn,
     label_channels,
+    pretrained,
+    pretrained_info,
     ritz_dataset,
     solve,
 )
@@ -113,13 +115,25 @@ def make_model(config) -> Network:
     if kind == "symmetric":
         pairs = tuple(int(p) for p in model_cfg.pairs)
         return SymmetricDCDMNet(dim, pairs=pairs, width=int(model_cfg.width), key=key)
-    return MultilevelDCDMNet(
+    net = MultilevelDCDMNet(
         dim,
         width=int(model_cfg.width),
         smooth=int(model_cfg.get("smooth", 2)),
         coarsest=int(model_cfg.get("coarsest", 4)),
         key=key,
     )
+    init = model_cfg.get("init", "")
+    if not init:
+        return net
+    shipped = pretrained(init)
+    shapes = lambda m: [x.shape for x in jax.tree_util.tree_leaves(m)]  # noqa: E731
+    if net.dim != shipped.dim or net.coarsest != shipped.coarsest or shapes(net) != shapes(shipped):
+        arch = pretrained_info(init)["architecture"]
+        raise ValueError(
+            f"config.model.init={init!r} holds a {arch} network; set config.model.width, "
+            "smooth, coarsest and data.dim to match it."
+        )
+    return shipped
 
 
 def loss_kind(config) -> str:
