@@ -176,7 +176,7 @@ class MultilevelDCDMNet(eqx.Module):
         return jnp.moveaxis(y, -1, 0)
 
     def factor_transpose(self, y: Float[Array, " width *grid"]) -> Float[Array, " 1 *grid"]:
-        """`Nᵀ y`, the exact transpose of [`factor`][sciml.dcdm.MultilevelDCDMNet.factor]."""
+        """`Nᵀ y`, the exact transpose of `factor`."""
         self._check(y, self.stem.weight.shape[0], "factor_transpose")
         z = self._factor_transpose(self._kernels(), jnp.moveaxis(y.astype(self.dtype), 0, -1))
         return jnp.moveaxis(z, -1, 0)
