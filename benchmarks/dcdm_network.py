@@ -23,6 +23,7 @@ usage: python -m benchmarks.dcdm_network [--resolutions 64 128 256] [--steps 10]
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 import warnings
 
@@ -35,7 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks._common import emit, environment  # noqa: E402
-from benchmarks.tfno_parts import _top  # noqa: E402
+from benchmarks.tfno_parts import _top, op_seconds  # noqa: E402
 from sciml.dcdm import (  # noqa: E402
     IncompleteCholesky,
     PrecisionWarning,
@@ -133,12 +134,6 @@ def cost(net, resolution):
 
 def profile(net, resolution, steps):
     """Milliseconds per iteration of the top XLA operations inside the solve loop."""
-    import gzip
-    import json
-    import pathlib
-    import re
-    import tempfile
-
     labels, b = _scene(resolution)
     out = {}
     for name, direction in _directions(net, labels).items():
@@ -146,20 +141,9 @@ def profile(net, resolution, steps):
             continue
         run = _fixed_steps(labels, b, direction, steps)
         jax.block_until_ready(run(b))
-        with tempfile.TemporaryDirectory() as logdir:
-            with jax.profiler.trace(logdir, create_perfetto_trace=True):
-                jax.block_until_ready(run(b))
-            (trace,) = pathlib.Path(logdir).rglob("perfetto_trace.json.gz")
-            events = json.load(gzip.open(trace))
-        events = events["traceEvents"] if isinstance(events, dict) else events
-        totals: dict[str, float] = {}
-        for event in events:
-            op = event.get("name", "")
-            if event.get("ph") == "X" and "dur" in event and not op.startswith("$"):
-                if "::" in op or op.startswith(("while", "jit_", "PjitFunction")):
-                    continue  # enclosing spans, not operations
-                op = re.sub(r"[._]\d+$", "", op)
-                totals[op] = totals.get(op, 0.0) + event["dur"] * 1e-6
+        totals = op_seconds(functools.partial(run, b), 1)
+        # the spans that enclose the loop's operations are not operations
+        totals = {k: v for k, v in totals.items() if not k.startswith(("while", "jit_", "Pjit"))}
         out[name] = _top(totals, steps)
     return out
 
