@@ -18,7 +18,7 @@ from jax import lax
 from jaxtyping import Array, Float
 
 
-_SPECS = {2: ("NHWC", "HWIO", "NHWC"), 3: ("NDHWC", "DHWIO", "NDHWC")}
+_NHWC = ("NHWC", "HWIO", "NHWC")
 
 
 def kernel(
@@ -43,10 +43,21 @@ def transposed(k: Float[Array, "*window in out"]) -> Float[Array, "*window out i
 
 def conv(h: Float[Array, "*grid c_in"], k: Float[Array, "*window c_in c_out"]) -> Array:
     """Cross-correlation with zero padding keeping the grid (`eqx.nn.Conv` with
-    `padding=1` for a 3-wide window), channels last."""
-    dim = h.ndim - 1
-    out = lax.conv_general_dilated(h[None], k, (1,) * dim, "SAME", dimension_numbers=_SPECS[dim])
-    return out[0]
+    `padding=1` for a 3-wide window), channels last.
+
+    In 3-D it is one 2-D convolution with the depth as the batch: the three
+    depth-shifted copies of `h` stacked on the channels, against the kernel
+    with its depth taps stacked the same way. XLA's CPU backend runs 3-D
+    channels-last convolutions inside a loop slower still than channels-first
+    ones, and this form faster than either.
+    """
+    if h.ndim == 3:
+        return lax.conv_general_dilated(h[None], k, (1, 1), "SAME", dimension_numbers=_NHWC)[0]
+    depth, c_in, c_out = h.shape[0], k.shape[-2], k.shape[-1]
+    hp = jnp.pad(h, ((1, 1), (0, 0), (0, 0), (0, 0)))
+    stacked = jnp.concatenate([hp[dz : dz + depth] for dz in range(3)], axis=-1)
+    k2 = jnp.transpose(k, (1, 2, 0, 3, 4)).reshape(3, 3, 3 * c_in, c_out)
+    return lax.conv_general_dilated(stacked, k2, (1, 1), "SAME", dimension_numbers=_NHWC)
 
 
 def pool(h: Float[Array, "*grid c"]) -> Float[Array, "*half c"]:
