@@ -4,7 +4,7 @@ The multilevel generator runs inside `solve`'s `lax.while_loop`. There XLA's
 CPU backend keeps a `(channels, *grid)` convolution in that layout (outside a
 loop it switches to channels-last by itself) and runs it through a generic
 loop nest several times slower than its channels-last convolution, so one DCDM
-iteration cost about six network passes. These helpers keep every feature map
+iteration cost about ten network passes. These functions keep every feature map
 as `(*grid, channels)` and every kernel as `(*window, in, out)`, the layout the
 fast convolution takes, and give the transpose of each linear map explicitly,
 so `Nᵀ` needs no `jax.linear_transpose` (whose adjoint convolutions come back
