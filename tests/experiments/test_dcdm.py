@@ -99,3 +99,26 @@ def test_multilevel_model_can_start_from_the_shipped_weights():
     config.model.width = 4
     with pytest.raises(ValueError, match="config.model.init"):
         make_model(config)
+    config.model.init = "poisson1d"
+    with pytest.raises(ValueError, match="config.model.init: `name` must be one of"):
+        make_model(config)
+
+
+def test_multilevel_model_can_start_from_a_finished_run(tmp_path):
+    """`model.init` also takes a run directory of the task (how the shipped 2-D
+    weights were fine-tuned from a 64² run): the run's trained model, exactly."""
+    import equinox as eqx
+
+    from experiments.tasks.dcdm.dcdm import make_model
+    from sciml.experiment import load_run
+
+    argv = [f"--config={CONFIGS / 'dcdm_poisson2d'}.py:tiny", f"--workdir={tmp_path / 'first'}"]
+    assert run.main([*argv, "--config.model.kind=multilevel", "--config.model.width=4"]) == 0
+    trained, _ = load_run(tmp_path / "first", build_model=make_model)
+    config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
+    config.model.kind, config.model.width = "multilevel", 4
+    config.model.init = str(tmp_path / "first")
+    assert eqx.tree_equal(make_model(config), trained)
+    fresh = config.copy_and_resolve_references()
+    fresh.model.init = ""
+    assert not eqx.tree_equal(make_model(fresh), trained)  # the run's values, not an initialisation

@@ -49,7 +49,7 @@ from sciml.dcdm import (
     ritz_dataset,
     solve,
 )
-from sciml.experiment import ConfigError, Experiment, check_config, train_experiment
+from sciml.experiment import ConfigError, Experiment, check_config, load_run, train_experiment
 from sciml.solution import RESULTS, result_name
 from solvers.poisson import (
     FLUID,
@@ -125,15 +125,21 @@ def make_model(config) -> Network:
     init = model_cfg.get("init", "")
     if not init:
         return net
-    shipped = pretrained(init)
+    if Path(init).is_dir():  # a finished run of this task: its trained model
+        start, run_config = load_run(init, build_model=make_model)
+        held = f"a {run_config.model.to_dict()} network"
+    else:
+        try:
+            start, held = pretrained(init), f"a {pretrained_info(init)['architecture']} network"
+        except ValueError as error:
+            raise ValueError(f"config.model.init: {error} Or a run directory of this task.") from None
     shapes = lambda m: [x.shape for x in jax.tree_util.tree_leaves(m)]  # noqa: E731
-    if net.dim != shipped.dim or net.coarsest != shipped.coarsest or shapes(net) != shapes(shipped):
-        arch = pretrained_info(init)["architecture"]
+    if net.dim != start.dim or net.coarsest != start.coarsest or shapes(net) != shapes(start):
         raise ValueError(
-            f"config.model.init={init!r} holds a {arch} network; set config.model.width, "
+            f"config.model.init={init!r} holds {held}; set config.model.width, "
             "smooth, coarsest and data.dim to match it."
         )
-    return shipped
+    return start
 
 
 def loss_kind(config) -> str:
