@@ -132,7 +132,9 @@ def make_model(config) -> Network:
         try:
             start, held = pretrained(init), f"a {pretrained_info(init)['architecture']} network"
         except ValueError as error:
-            raise ValueError(f"config.model.init: {error} Or a run directory of this task.") from None
+            raise ValueError(
+                f"config.model.init: {error} Or a run directory of this task."
+            ) from None
     shapes = lambda m: [x.shape for x in jax.tree_util.tree_leaves(m)]  # noqa: E731
     if net.dim != start.dim or net.coarsest != start.coarsest or shapes(net) != shapes(start):
         raise ValueError(
