@@ -159,10 +159,16 @@ def _profile_ours(size, batch, steps):
     step, args = _our_step(size, batch)
     for _ in range(3):
         jax.block_until_ready(step(*args))
+    return op_seconds(lambda: step(*args), steps)
+
+
+def op_seconds(run, calls: int) -> dict[str, float]:
+    """Seconds per XLA operation name (numeric suffix removed) over `calls`
+    calls of `run()`, from jax's profiler (compile `run` first)."""
     with tempfile.TemporaryDirectory() as logdir:
         with jax.profiler.trace(logdir, create_perfetto_trace=True):
-            for _ in range(steps):
-                jax.block_until_ready(step(*args))
+            for _ in range(calls):
+                jax.block_until_ready(run())
         (trace,) = pathlib.Path(logdir).rglob("perfetto_trace.json.gz")
         events = json.load(gzip.open(trace))
     events = events["traceEvents"] if isinstance(events, dict) else events

@@ -45,7 +45,8 @@ from solvers.poisson import (  # noqa: E402
 # ## Solve a new scene with the shipped generator
 #
 # `dcdm.pretrained("poisson2d")` is a multilevel `NᵀN` generator trained once
-# on a 64² scene; being fully convolutional it serves any grid size. Here a
+# on a 64² scene and fine-tuned on a 128² one; being fully convolutional it
+# serves any grid size. Here a
 # scene it never saw, at 128²: three lines. The settings of the iteration
 # (tolerance, step cap, how many earlier directions each new one is made
 # A-orthogonal to) are a `dcdm.DCDM` module, built and checked once; `solve`
@@ -201,8 +202,9 @@ print("last logged training loss:", symmetric.metrics["loss"])
 # direct solve each, cached beside the Ritz data). `MultilevelDCDMNet` is
 # `NᵀN` with `N` a linear V-cycle whose depth follows the grid, so it reaches
 # across the whole domain. This is how the shipped generator was trained
-# (there: 1,500 steps on a 64² scene; the command is in the docstring of
-# `dcdm.pretrained`); here a short run on the small scene:
+# (there: 1,500 steps on a 64² scene, then 300 on a 128² one; the commands
+# are in the docstring of `dcdm.pretrained`); here a short run on the small
+# scene:
 
 # %%
 x_star = jnp.asarray(data["solutions"], jnp.float32)

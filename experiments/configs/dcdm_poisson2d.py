@@ -43,6 +43,7 @@ def model_block() -> ml_collections.ConfigDict:
     model.reference_layout = False  # paper network: the reference code's first stage
     model.smooth = 2  # multilevel: residual convolutions per level and side
     model.coarsest = 4  # multilevel: pool while the smallest side exceeds this
+    model.init = ""  # multilevel: start from shipped weights ("poisson2d"), e.g. to fine-tune
     return model
 
 

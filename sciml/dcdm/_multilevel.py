@@ -19,8 +19,13 @@ maps `(1, *grid)` to `(width, *grid)`, and
 
 $$f(r) = N^\top N\, r$$
 
-with `Nᵀ` the exact transpose (`jax.linear_transpose`: adjoint convolutions,
-pooling ↔ upsampling). Bound to a scene by [`direction_fn`][sciml.dcdm.direction_fn]
+with `Nᵀ` the exact transpose, written out level by level: adjoint
+convolutions (window reversed, channels swapped) in reverse order, and on each
+level `t + g U Vᵀ(P t)` (the transposes of `P` and `U` are `U / 2^dim` and
+`2^dim P`, whose factors cancel). Both passes run channels last
+(`_channels_last`: the layout XLA's CPU convolution is fast in, inside
+`solve`'s loop too), with each residual convolution `h + K h` as one
+convolution by `K + I`. Bound to a scene by [`direction_fn`][sciml.dcdm.direction_fn]
 (the fluid mask `D` on both sides) the generator is `D Nᵀ N D`: symmetric and
 positive semi-definite by construction, definite on the fluid cells whenever
 `N` is injective there (generic weights: `N` has `width` outputs per input
@@ -37,12 +42,18 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._checks import check_positive_int
-from ._network import avg_pool2, upsample2
+from ._channels_last import conv, kernel, pool, transposed, upsample
 
 
-def _smooth(convs: tuple[eqx.nn.Conv, ...], h: Array) -> Array:
-    for conv in convs:
-        h = h + conv(h)
+def _smooth(kernels: list[Array], h: Array) -> Array:
+    for k in kernels:
+        h = conv(h, k)
+    return h
+
+
+def _smooth_transpose(kernels: list[Array], h: Array) -> Array:
+    for k in reversed(kernels):
+        h = conv(h, transposed(k))
     return h
 
 
@@ -61,7 +72,9 @@ class MultilevelDCDMNet(eqx.Module):
 
     Calling: `net(x)` with `x` of shape `(1, *grid)`; returns `grid`. Use it
     through [`direction_fn`][sciml.dcdm.direction_fn] like the other
-    generators. `net.levels(grid)` is the number of levels used on `grid`.
+    generators. `net.factor(x)` is `N x` (`(width, *grid)`),
+    `net.factor_transpose(y)` is `Nᵀ y`, and `net.levels(grid)` is the number
+    of levels used on `grid`.
     """
 
     stem: eqx.nn.Conv
@@ -120,23 +133,56 @@ class MultilevelDCDMNet(eqx.Module):
             levels += 1
         return levels
 
-    def _vcycle(self, h: Array) -> Array:
-        s = _smooth(self.pre, h)
-        if self.levels(s.shape[1:]) == 0:
-            return _smooth(self.coarse, s)
-        return _smooth(self.post, s + self.gain * upsample2(self._vcycle(avg_pool2(s))))
+    def _kernels(self) -> dict[str, list[Array]]:
+        """The channels-last kernels of every convolution, residual ones with `+ I`."""
+        kernels = {"stem": [kernel(self.stem.weight, residual=False)]}
+        for name in ("pre", "post", "coarse"):
+            kernels[name] = [kernel(c.weight, residual=True) for c in getattr(self, name)]
+        return kernels
+
+    def _vcycle(self, k: dict, h: Array) -> Array:
+        s = _smooth(k["pre"], h)
+        if self.levels(s.shape[:-1]) == 0:
+            return _smooth(k["coarse"], s)
+        return _smooth(k["post"], s + self.gain * upsample(self._vcycle(k, pool(s))))
+
+    def _vcycle_transpose(self, k: dict, t: Array) -> Array:
+        if self.levels(t.shape[:-1]) == 0:
+            t = _smooth_transpose(k["coarse"], t)
+        else:
+            t = _smooth_transpose(k["post"], t)
+            t = t + self.gain * upsample(self._vcycle_transpose(k, pool(t)))
+        return _smooth_transpose(k["pre"], t)
+
+    def _check(self, x: Array, channels: int, name: str) -> None:
+        if x.ndim != self.dim + 1 or x.shape[0] != channels:
+            raise ValueError(
+                f"a {self.dim}-D MultilevelDCDMNet's {name} takes `({channels}, *grid)` with a "
+                f"{self.dim}-D grid, got shape {x.shape}."
+            )
+
+    def _factor(self, k: dict, x: Array) -> Array:
+        """`N x` channels last: `(*grid, 1) → (*grid, width)`."""
+        return self._vcycle(k, conv(x, k["stem"][0]))
+
+    def _factor_transpose(self, k: dict, y: Array) -> Array:
+        """`Nᵀ y` channels last: `(*grid, width) → (*grid, 1)`."""
+        return conv(self._vcycle_transpose(k, y), transposed(k["stem"][0]))
 
     def factor(self, x: Float[Array, " 1 *grid"]) -> Float[Array, " width *grid"]:
         """`N x`, the linear V-cycle."""
-        if x.ndim != self.dim + 1 or x.shape[0] != 1:
-            raise ValueError(
-                f"a {self.dim}-D MultilevelDCDMNet takes `(1, *grid)` with a {self.dim}-D grid, "
-                f"got shape {x.shape}."
-            )
-        return self._vcycle(self.stem(x.astype(self.dtype)))
+        self._check(x, 1, "factor")
+        y = self._factor(self._kernels(), jnp.moveaxis(x.astype(self.dtype), 0, -1))
+        return jnp.moveaxis(y, -1, 0)
+
+    def factor_transpose(self, y: Float[Array, " width *grid"]) -> Float[Array, " 1 *grid"]:
+        """`Nᵀ y`, the exact transpose of `factor`."""
+        self._check(y, self.stem.weight.shape[0], "factor_transpose")
+        z = self._factor_transpose(self._kernels(), jnp.moveaxis(y.astype(self.dtype), 0, -1))
+        return jnp.moveaxis(z, -1, 0)
 
     def __call__(self, x: Float[Array, " 1 *grid"]) -> Float[Array, "*grid"]:
-        x = x.astype(self.dtype)
-        y = self.factor(x)
-        (z,) = jax.linear_transpose(self.factor, x)(y)
-        return z[0]
+        self._check(x, 1, "input")
+        k = self._kernels()
+        h = x[0].astype(self.dtype)[..., None]
+        return self._factor_transpose(k, self._factor(k, h))[..., 0]

@@ -83,3 +83,42 @@ def test_one_step_losses_report_the_paper_and_the_a_norm_loss(tmp_path):
         }
         assert all(0 <= values[k] <= 1 for k in ("ritz_valid_a_norm", "white_noise_a_norm"))
     assert losses["amg"]["ritz_valid_a_norm"] < losses["cg"]["ritz_valid_a_norm"]
+
+
+def test_multilevel_model_can_start_from_the_shipped_weights():
+    """`model.init` loads the shipped generator (to fine-tune it) and refuses
+    an architecture that does not match it."""
+    import equinox as eqx
+
+    from experiments.tasks.dcdm.dcdm import make_model
+    from sciml.dcdm import pretrained
+
+    config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
+    config.model.kind, config.model.width, config.model.init = "multilevel", 8, "poisson2d"
+    assert eqx.tree_equal(make_model(config), pretrained("poisson2d"))
+    config.model.width = 4
+    with pytest.raises(ValueError, match="config.model.init"):
+        make_model(config)
+    config.model.init = "poisson1d"
+    with pytest.raises(ValueError, match="config.model.init: `name` must be one of"):
+        make_model(config)
+
+
+def test_multilevel_model_can_start_from_a_finished_run(tmp_path):
+    """`model.init` also takes a run directory of the task (how the shipped 2-D
+    weights were fine-tuned from a 64² run): the run's trained model, exactly."""
+    import equinox as eqx
+
+    from experiments.tasks.dcdm.dcdm import make_model
+    from sciml.experiment import load_run
+
+    argv = [f"--config={CONFIGS / 'dcdm_poisson2d'}.py:tiny", f"--workdir={tmp_path / 'first'}"]
+    assert run.main([*argv, "--config.model.kind=multilevel", "--config.model.width=4"]) == 0
+    trained, _ = load_run(tmp_path / "first", build_model=make_model)
+    config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
+    config.model.kind, config.model.width = "multilevel", 4
+    config.model.init = str(tmp_path / "first")
+    assert eqx.tree_equal(make_model(config), trained)
+    fresh = config.copy_and_resolve_references()
+    fresh.model.init = ""
+    assert not eqx.tree_equal(make_model(fresh), trained)  # the run's values, not an initialisation

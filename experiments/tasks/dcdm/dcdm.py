@@ -44,10 +44,12 @@ from sciml.dcdm import (
     dcdm_loss,
     direction_fn,
     label_channels,
+    pretrained,
+    pretrained_info,
     ritz_dataset,
     solve,
 )
-from sciml.experiment import ConfigError, Experiment, check_config, train_experiment
+from sciml.experiment import ConfigError, Experiment, check_config, load_run, train_experiment
 from sciml.solution import RESULTS, result_name
 from solvers.poisson import (
     FLUID,
@@ -113,13 +115,33 @@ def make_model(config) -> Network:
     if kind == "symmetric":
         pairs = tuple(int(p) for p in model_cfg.pairs)
         return SymmetricDCDMNet(dim, pairs=pairs, width=int(model_cfg.width), key=key)
-    return MultilevelDCDMNet(
+    net = MultilevelDCDMNet(
         dim,
         width=int(model_cfg.width),
         smooth=int(model_cfg.get("smooth", 2)),
         coarsest=int(model_cfg.get("coarsest", 4)),
         key=key,
     )
+    init = model_cfg.get("init", "")
+    if not init:
+        return net
+    if Path(init).is_dir():  # a finished run of this task: its trained model
+        start, run_config = load_run(init, build_model=make_model)
+        held = f"a {run_config.model.to_dict()} network"
+    else:
+        try:
+            start, held = pretrained(init), f"a {pretrained_info(init)['architecture']} network"
+        except ValueError as error:
+            raise ValueError(
+                f"config.model.init: {error} Or a run directory of this task."
+            ) from None
+    shapes = lambda m: [x.shape for x in jax.tree_util.tree_leaves(m)]  # noqa: E731
+    if net.dim != start.dim or net.coarsest != start.coarsest or shapes(net) != shapes(start):
+        raise ValueError(
+            f"config.model.init={init!r} holds {held}; set config.model.width, "
+            "smooth, coarsest and data.dim to match it."
+        )
+    return start
 
 
 def loss_kind(config) -> str:
