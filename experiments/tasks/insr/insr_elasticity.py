@@ -77,7 +77,10 @@ def least_squares(s, *, n_points: int, max_steps: int, n_boundary: int = 50, **o
     """The `solver` block's `LeastSquaresSolver` (sampling, stopping rule and
     overfitting check of the config; CG on JᵀJ when `solver.matrix_free`)."""
     if s.matrix_free:
-        linear = lx.Normal(lx.CG(rtol=s.cg_rtol, atol=0.0, max_steps=s.cg_max_steps))
+        # a CG that hits its cap returns its iterate (inexact Gauss–Newton) instead
+        # of ending the Levenberg–Marquardt solve after that iteration
+        cg = lx.CG(rtol=s.cg_rtol, atol=0.0, max_steps=s.cg_max_steps)
+        linear = lx.Normal(insr.Truncated(cg))
         optimiser = optx.LevenbergMarquardt(rtol=s.rtol, atol=s.atol, linear_solver=linear)
     else:
         optimiser = common.levenberg_marquardt(s)
