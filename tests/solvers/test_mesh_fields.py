@@ -1,11 +1,14 @@
 """The P1/P2 mesh fields: exact for affine / quadratic fields, interpolation
 error orders two and three."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from solvers.mesh_fields import P1Field, P2Field, interpolate, p1_field, p2_field
+from sciml import insr
+from solvers.mesh_fields import P1Field, P2Field, fix_nodes, interpolate, p1_field, p2_field
 
 
 def test_p1_field_reproduces_affine_displacements():
@@ -76,3 +79,37 @@ def test_sized_fields_hold_about_the_budget():
     for mesh in (p1, p2):
         assert 0.85 * 1000 <= mesh.values.size <= 1000
         assert np.all(np.asarray(mesh.values) == 0.0)
+
+
+@pytest.mark.parametrize("make", [p1_field, p2_field])
+def test_fixed_nodes_impose_rollers_and_clamps_exactly(make):
+    """Rollers on left / bottom and a clamp on top: on those faces the held
+    components vanish to round-off at any point, the free ones follow the
+    interpolant; only the mesh's floats are weights."""
+    problem = insr.Elasticity2D.scene("column")
+    mesh = interpolate(make(problem, 800), quadratic)
+    fixed = fix_nodes(mesh, (insr.Roller("left"), insr.Roller("bottom"), insr.Clamp("top")))
+    t = jnp.linspace(0.0, 1.0, 37)
+    lo, hi = problem.lower, problem.upper
+    left = jnp.stack([jnp.full_like(t, lo[0]), lo[1] + (hi[1] - lo[1]) * t], -1)
+    bottom = jnp.stack([lo[0] + (hi[0] - lo[0]) * t, jnp.full_like(t, lo[1])], -1)
+    top = bottom.at[:, 1].set(hi[1])
+    u_left, u_bottom, u_top = (jax.vmap(fixed)(x) for x in (left, bottom, top))
+    assert np.abs(u_left[:, 0]).max() == 0 and np.abs(u_bottom[:, 1]).max() == 0
+    assert np.abs(u_top).max() == 0
+    # tangential components are free: the interpolant of `quadratic` there
+    # (off the elements at the corners, whose nodes the other faces hold;
+    # two node spacings cover a P1 and a P2 element)
+    spacing = (hi[1] - lo[1]) / (mesh.values.shape[1] - 1)
+    inner = np.abs(left[:, 1]) < hi[1] - 2 * spacing
+    assert inner.sum() >= 5
+    np.testing.assert_allclose(u_left[inner, 1], jax.vmap(mesh)(left)[inner, 1], rtol=1e-12)
+    assert np.abs(u_left[inner, 1]).min() > 1e-3
+    weights = jax.tree_util.tree_leaves(eqx.filter(fixed, eqx.is_inexact_array))
+    assert len(weights) == 1 and weights[0] is fixed.mesh.values
+
+
+def test_fix_nodes_refuses_prescribed_displacements():
+    mesh = p1_field(insr.Elasticity2D.scene("column"), 100)
+    with pytest.raises(ValueError, match="constraints"):
+        fix_nodes(mesh, (insr.Roller("right", 2.0),))
