@@ -117,16 +117,18 @@ def interpolate(mesh, function):
 
 
 class FixedNodes(eqx.Module):
-    """A P1 / P2 field whose nodal components where `free` is False are held
-    at zero: `mesh` with `values * free`. `free` is a boolean array, so it is
-    not a weight (`eqx.is_inexact_array`); the held values get no gradient."""
+    """A P1 / P2 field whose nodal components at the flat indices `held` (of
+    `mesh.values`) are held at zero. `held` is static, so the only weights are
+    `mesh.values` (stacked fields of `insr.integrate` keep one `held`); the
+    held values get no gradient."""
 
     mesh: P1Field | P2Field
-    free: jax.Array
+    held: tuple[int, ...] = eqx.field(static=True)
 
     def __call__(self, x):
-        values = jnp.where(self.free, self.mesh.values, 0.0)
-        return eqx.tree_at(lambda m: m.values, self.mesh, values)(x)
+        values = self.mesh.values
+        flat = values.reshape(-1).at[jnp.asarray(self.held, int)].set(0.0)
+        return eqx.tree_at(lambda m: m.values, self.mesh, flat.reshape(values.shape))(x)
 
 
 def fix_nodes(mesh, constraints) -> FixedNodes:
@@ -145,4 +147,4 @@ def fix_nodes(mesh, constraints) -> FixedNodes:
         nodes = (last[face], slice(None)) if axis == 0 else (slice(None), last[face])
         for k in components:
             free[(*nodes, k)] = False
-    return FixedNodes(mesh, jnp.asarray(free))
+    return FixedNodes(mesh, tuple(int(i) for i in np.flatnonzero(~free)))
