@@ -24,12 +24,15 @@ to its first mode and stepped once, printing the fit's value and strain
 errors, the step's energy on its training points and on held-out points, the
 total energy ratio `E₁/E₀` on a 32² grid against implicit Euler's, the
 gradient and loss ratios and the step's result — the overfitting measurement
-of the sampling options (`--points`, `--rounds`, `--grid`, `--value-fit`).
+of the sampling options (`--points`, `--rounds`, `--grid`, `--value-fit`);
+`--matrix-free` solves both the fit and the step with truncated CG on `JᵀJ`
+(`--cg-max-steps`, `--cg-rtol`) instead of the dense normal equations.
 
 usage: python -m benchmarks.insr [--problems advection taylor_green elasticity_step]
        [--steps 240] [--solvers least_squares adam] [--adam-max-iters 20000]
        [--tg-steps 2] [--tg-paper-sizes] [--quick]
        [--points 2000] [--rounds 1] [--grid 0] [--value-fit] [--exact-boundary]
+       [--max-steps 20] [--matrix-free] [--cg-max-steps 100] [--cg-rtol 1e-6]
 """
 
 from __future__ import annotations
@@ -84,6 +87,10 @@ def main(argv=None):
     parser.add_argument("--grid", type=int, default=0, help="elasticity: quadrature grid points")
     parser.add_argument("--value-fit", action="store_true", help="elasticity: fit values only")
     parser.add_argument("--exact-boundary", action="store_true")
+    parser.add_argument("--max-steps", type=int, default=20, help="elasticity: LM iterations")
+    parser.add_argument("--matrix-free", action="store_true", help="elasticity: CG on J^T J")
+    parser.add_argument("--cg-max-steps", type=int, default=100)
+    parser.add_argument("--cg-rtol", type=float, default=1e-6)
     args = parser.parse_args(argv)
     emit({"benchmark": "insr", **environment()})
     if "advection" in args.problems:
@@ -109,12 +116,24 @@ def elasticity_step(args):
     dt = 0.08
     problem = insr.Elasticity2D.scene("column", exact_boundary=args.exact_boundary)
     network = insr.SIREN(2, 2, width=20, hidden_layers=2, omega0=30.0, key=jax.random.key(0))
-    optimiser = optx.LevenbergMarquardt(
-        rtol=1e-6, atol=1e-9, linear_solver=lx.Normal(lx.Cholesky())
+    linear = lx.Normal(lx.Cholesky())
+    if args.matrix_free:
+        linear = lx.Normal(insr.Truncated(lx.CG(args.cg_rtol, 0.0, max_steps=args.cg_max_steps)))
+    optimiser = optx.LevenbergMarquardt(rtol=1e-6, atol=1e-9, linear_solver=linear)
+    sampling = dict(
+        n_points=args.points,
+        rounds=args.rounds,
+        n_grid=args.grid,
+        n_heldout=8000,
+        matrix_free=args.matrix_free,
     )
-    sampling = dict(n_points=args.points, rounds=args.rounds, n_grid=args.grid, n_heldout=8000)
     solver = insr.LeastSquaresSolver(
-        optimiser, n_boundary=150, max_steps=20, grad_rtol=1e-3, overfit_rtol=0.05, **sampling
+        optimiser,
+        n_boundary=150,
+        max_steps=args.max_steps,
+        grad_rtol=1e-3,
+        overfit_rtol=0.05,
+        **sampling,
     )
     fitter = insr.LeastSquaresSolver(optimiser, max_steps=40, **sampling)
     objective = insr.InitialObjective(problem, gradient_weight=0.0 if args.value_fit else None)
@@ -123,10 +142,13 @@ def elasticity_step(args):
         problem.constrain(network), jax.random.key(1)
     )
     integrator = insr.IncrementalPotential(solver)
+    jax.block_until_ready(fit.value)
+    fit_seconds = time.perf_counter() - start
     sol, _ = eqx.filter_jit(lambda f, k: integrator.step(f, problem, 0.0, dt, key=k))(
         fit.value, jax.random.key(2)
     )
     jax.block_until_ready(sol.stats["loss"])
+    step_seconds = time.perf_counter() - start - fit_seconds
     n = 32
     axes = [
         lo + (hi - lo) * (jnp.arange(n) + 0.5) / n for lo, hi in zip(problem.lower, problem.upper)
@@ -154,7 +176,11 @@ def elasticity_step(args):
             "grad_ratio": float(sol.stats["grad_ratio"]),
             "loss_ratio": float(sol.stats["loss_ratio"]),
             "result": "successful" if bool(sol.successful) else result_name(sol.result),
-            "seconds": time.perf_counter() - start,
+            "iterations": int(sol.stats["iterations"]),
+            "max_steps": args.max_steps,
+            "cg_max_steps": args.cg_max_steps if args.matrix_free else None,
+            "fit_seconds": fit_seconds,
+            "step_seconds": step_seconds,
         }
     )
 

@@ -14,7 +14,9 @@ Each is an Equinox module whose only array is `values`, called on one point
 `(2,) → (2,)`, so an INSR integrator steps it as it steps a network.
 [`p1_field`][solvers.mesh_fields.p1_field] / [`p2_field`][solvers.mesh_fields.p2_field]
 size a zero field to a budget of unknowns; [`interpolate`][solvers.mesh_fields.interpolate]
-sets the nodal values from a function.
+sets the nodal values from a function; [`fix_nodes`][solvers.mesh_fields.fix_nodes]
+imposes homogeneous clamps and rollers exactly, by holding the nodal components
+on their faces at zero (the finite-element way, no penalty).
 """
 
 from __future__ import annotations
@@ -112,3 +114,37 @@ def interpolate(mesh, function):
     axes = [np.linspace(lo, u, n) for lo, u, n in zip(mesh.lower, mesh.upper, shape)]
     nodes = jnp.asarray(np.stack(np.meshgrid(*axes, indexing="ij"), -1))
     return eqx.tree_at(lambda m: m.values, mesh, jax.vmap(jax.vmap(function))(nodes))
+
+
+class FixedNodes(eqx.Module):
+    """A P1 / P2 field whose nodal components at the flat indices `held` (of
+    `mesh.values`) are held at zero. `held` is static, so the only weights are
+    `mesh.values` (stacked fields of `insr.integrate` keep one `held`); the
+    held values get no gradient."""
+
+    mesh: P1Field | P2Field
+    held: tuple[int, ...] = eqx.field(static=True)
+
+    def __call__(self, x):
+        values = self.mesh.values
+        flat = values.reshape(-1).at[jnp.asarray(self.held, int)].set(0.0)
+        return eqx.tree_at(lambda m: m.values, self.mesh, flat.reshape(values.shape))(x)
+
+
+def fix_nodes(mesh, constraints) -> FixedNodes:
+    """`mesh` with the zero-displacement `constraints` (`sciml.insr`'s `Clamp`
+    and `Roller`: a `face`, a `displacement` and a `residual`, of one normal
+    component for a roller) imposed on its face nodes exactly."""
+    free = np.ones(mesh.values.shape, bool)
+    last = {"left": 0, "right": -1, "bottom": 0, "top": -1}
+    for c in constraints:
+        face = getattr(c, "face", None)
+        if face not in last or np.any(np.asarray(c.displacement) != 0):
+            raise ValueError(f"`constraints` must be zero clamps or rollers on a face, got {c!r}.")
+        axis = 0 if face in ("left", "right") else 1
+        # a roller's residual is its normal component alone, a clamp's both
+        components = [axis] if c.residual(jnp.zeros(2), 1.0).size == 1 else [0, 1]
+        nodes = (last[face], slice(None)) if axis == 0 else (slice(None), last[face])
+        for k in components:
+            free[(*nodes, k)] = False
+    return FixedNodes(mesh, tuple(int(i) for i in np.flatnonzero(~free)))

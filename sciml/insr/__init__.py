@@ -85,3 +85,4 @@ from ._taylor_green import (
     taylor_green_pressure as taylor_green_pressure,
     taylor_green_velocity as taylor_green_velocity,
 )
+from ._truncated import Truncated as Truncated

@@ -31,7 +31,8 @@ converged when the gradient `‖JᵀR‖` on its final points fell to
 default `J` is assembled from per-point reverse-mode gradients (a
 `jax.custom_jvp`) and the `P × P` normal equations are factored;
 `matrix_free=True` never forms `J`: pass an iterative linear solver (e.g.
-`lx.Normal(lx.CG(rtol, atol))`) and each iteration applies `J` and `Jᵀ`
+`lx.Normal(insr.Truncated(lx.CG(rtol, atol, max_steps)))`, so that a capped CG
+gives an inexact step rather than ending the solve) and each iteration applies `J` and `Jᵀ`
 through JVPs and VJPs, for `N·k × P` beyond memory (20,000 points × 7
 residuals × 14,418 weights is 16 GB in float64).
 """
@@ -105,7 +106,7 @@ class LeastSquaresSolver(AbstractStepSolver):
       errors of sampling) is reported as `RESULTS.insr_overfitted` (e.g. 0.05).
     - `matrix_free`: apply `J` by JVP / VJP instead of assembling it (default
       False); pair it with an iterative `linear_solver` such as
-      `lx.Normal(lx.CG(rtol, atol))`.
+      `lx.Normal(insr.Truncated(lx.CG(rtol, atol, max_steps)))`.
     - `dtype`: solve in this dtype (e.g. `jnp.float64`, needs
       `jax_enable_x64`); the new weights are cast back to the field's dtype.
       `None` keeps the field's dtype.
