@@ -27,12 +27,16 @@ gradient and loss ratios and the step's result — the overfitting measurement
 of the sampling options (`--points`, `--rounds`, `--grid`, `--value-fit`);
 `--matrix-free` solves both the fit and the step with truncated CG on `JᵀJ`
 (`--cg-max-steps`, `--cg-rtol`) instead of the dense normal equations.
+`--field p1` / `p2` steps a P1 / P2 triangle mesh of the SIREN's memory
+instead (interpolated, not fitted, with the face nodes held exactly under
+`--exact-boundary`); `--grid` then gives the meshes their quadrature grid.
 
 usage: python -m benchmarks.insr [--problems advection taylor_green elasticity_step]
        [--steps 240] [--solvers least_squares adam] [--adam-max-iters 20000]
        [--tg-steps 2] [--tg-paper-sizes] [--quick]
        [--points 2000] [--rounds 1] [--grid 0] [--value-fit] [--exact-boundary]
        [--max-steps 20] [--matrix-free] [--cg-max-steps 100] [--cg-rtol 1e-6]
+       [--field siren]
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from experiments.tasks.insr import insr_taylor_green as taylor_green_task
 from experiments.tasks.insr.insr_advection1d import train_and_evaluate
 from sciml import insr
 from sciml.solution import result_name
+from solvers.mesh_fields import fix_nodes, interpolate, p1_field, p2_field
 
 
 KEYS = (
@@ -91,6 +96,9 @@ def main(argv=None):
     parser.add_argument("--matrix-free", action="store_true", help="elasticity: CG on J^T J")
     parser.add_argument("--cg-max-steps", type=int, default=100)
     parser.add_argument("--cg-rtol", type=float, default=1e-6)
+    parser.add_argument(
+        "--field", choices=("siren", "p1", "p2"), default="siren", help="elasticity: the field"
+    )
     args = parser.parse_args(argv)
     emit({"benchmark": "insr", **environment()})
     if "advection" in args.problems:
@@ -138,14 +146,22 @@ def elasticity_step(args):
     fitter = insr.LeastSquaresSolver(optimiser, max_steps=40, **sampling)
     objective = insr.InitialObjective(problem, gradient_weight=0.0 if args.value_fit else None)
     start = time.perf_counter()
-    fit = eqx.filter_jit(lambda f, k: fitter.solve(objective, f, key=k))(
-        problem.constrain(network), jax.random.key(1)
-    )
+    if args.field == "siren":
+        fit = eqx.filter_jit(lambda f, k: fitter.solve(objective, f, key=k))(
+            problem.constrain(network), jax.random.key(1)
+        )
+        field0 = fit.value
+    else:  # a mesh of the SIREN's memory, interpolated at its nodes
+        n_params = sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(network, eqx.is_array)))
+        mesh = (p1_field if args.field == "p1" else p2_field)(problem, int(n_params))
+        field0 = interpolate(mesh, problem.initial_condition)
+        if args.exact_boundary:
+            field0 = fix_nodes(field0, problem.constraints)
     integrator = insr.IncrementalPotential(solver)
-    jax.block_until_ready(fit.value)
+    jax.block_until_ready(field0)
     fit_seconds = time.perf_counter() - start
     sol, _ = eqx.filter_jit(lambda f, k: integrator.step(f, problem, 0.0, dt, key=k))(
-        fit.value, jax.random.key(2)
+        field0, jax.random.key(2)
     )
     jax.block_until_ready(sol.stats["loss"])
     step_seconds = time.perf_counter() - start - fit_seconds
@@ -156,8 +172,8 @@ def elasticity_step(args):
     x = jnp.stack(jnp.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2)
     exact_u = jax.vmap(problem.initial_condition)(x)
     exact_grad = jax.vmap(jax.jacfwd(problem.initial_condition))(x)
-    fit_grad = jax.vmap(jax.jacfwd(fit.value))(x)
-    e0, e1 = column_energy(problem, (fit.value, sol.value), x, dt)
+    fit_grad = jax.vmap(jax.jacfwd(field0))(x)
+    e0, e1 = column_energy(problem, (field0, sol.value), x, dt)
     omega = math.pi * math.sqrt((problem.a + problem.b) / problem.mass) / 4
     emit(
         {
@@ -165,7 +181,8 @@ def elasticity_step(args):
             **sampling,
             "value_fit": args.value_fit,
             "exact_boundary": args.exact_boundary,
-            "fit_value_rms": float(jnp.sqrt(jnp.mean((jax.vmap(fit.value)(x) - exact_u) ** 2))),
+            "field": args.field,
+            "fit_value_rms": float(jnp.sqrt(jnp.mean((jax.vmap(field0)(x) - exact_u) ** 2))),
             "fit_strain_error": float(
                 jnp.linalg.norm(fit_grad - exact_grad) / jnp.linalg.norm(exact_grad)
             ),
