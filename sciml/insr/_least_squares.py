@@ -21,11 +21,17 @@ sample means when both come from the same field (the training points' spread),
 into
 `RESULTS.insr_overfitted`.
 
-**Stopping.** Besides the optimiser's own test (a Cauchy test on the weights,
-which rarely triggers for networks with flat directions), a solve counts as
-converged when the gradient `‖JᵀR‖` on its final points fell to
-`grad_rtol · ‖JᵀR₀‖` (`R₀` at the warm start on the same points), when
-`L ≤ loss_tol`, or when `L ≤ loss_rtol · L₀`.
+**Stopping.** The tolerances end the iteration, inside the optimistix loop
+(`ToleranceStop` around the optimiser): a solve stops, converged, at the first
+accepted iterate where `L ≤ loss_tol`, `L ≤ loss_rtol · L₀` or
+`‖JᵀR‖ ≤ grad_rtol · ‖JᵀR₀‖` (`L = ‖R‖²`, `R₀` at the solve's warm start on
+the same points), or where the optimiser's own test (a Cauchy test on the
+weights, which rarely triggers for networks with flat directions) holds; a
+solve that meets none runs to its cap and reports
+`RESULTS.nonlinear_max_steps_reached`. With `rounds > 1` the rules apply to
+each round on its own points, relative to that round's warm start: a round
+that meets one hands over to the next point set early, and the last round's
+outcome is the step's.
 
 **Linear algebra.** Levenberg–Marquardt solves `(JᵀJ + μI)δ = −JᵀR`. By
 default `J` is assembled from per-point reverse-mode gradients (a
@@ -54,6 +60,7 @@ from jaxtyping import PRNGKeyArray
 from .._checks import check_int, check_positive_int
 from ..solution import RESULTS, Solution
 from ._step_solver import AbstractStepSolver, cast_floats, finish, float_dtype_of
+from ._stopping import ToleranceStop
 
 
 SAMPLING_SIGMAS = 3.0
@@ -79,7 +86,7 @@ class LeastSquaresSolver(AbstractStepSolver):
 
     **Arguments:**
 
-    - `optimiser`: an `optimistix.AbstractLeastSquaresSolver`
+    - `optimiser`: an `optimistix.AbstractGaussNewton`
       (default `optx.LevenbergMarquardt(rtol=1e-6, atol=1e-9,
       linear_solver=lx.Normal(lx.Cholesky()))`: the damped normal equations,
       `P × P`; optimistix's default QR of the `(N + P) × P` augmented Jacobian
@@ -92,13 +99,14 @@ class LeastSquaresSolver(AbstractStepSolver):
       (`problem.grid_interior`) added to the random ones (default 0: none).
     - `rounds`: point sets per solve (default 1); the `max_steps` iterations
       are split evenly between them, each set drawn fresh.
-    - `max_steps`: optimiser iterations in all (default 100); hitting the cap
-      of the last round is reported as `RESULTS.nonlinear_max_steps_reached`
-      unless a tolerance below is met.
+    - `max_steps`: optimiser iterations in all (default 100), at most
+      `max_steps // rounds` per round; hitting the cap of the last round is
+      reported as `RESULTS.nonlinear_max_steps_reached`.
     - `loss_tol`, `loss_rtol`: optional absolute / relative (to `L₀`, the
-      objective at the warm start on the same points) tolerances on the
-      objective `L`; meeting one counts as converged.
-    - `grad_rtol`: optional: `‖JᵀR‖ ≤ grad_rtol · ‖JᵀR₀‖` counts as converged.
+      objective at the round's warm start on the same points) tolerances on
+      the objective `L`; meeting one stops the round, converged.
+    - `grad_rtol`: optional: `‖JᵀR‖ ≤ grad_rtol · ‖JᵀR₀‖` stops the round,
+      converged.
     - `n_heldout`: interior points, apart from the training ones, on which the
       interior part of `L` is also evaluated (default `None`: `n_points`).
     - `overfit_rtol`: optional: a held-out interior loss above
@@ -111,11 +119,12 @@ class LeastSquaresSolver(AbstractStepSolver):
       `jax_enable_x64`); the new weights are cast back to the field's dtype.
       `None` keeps the field's dtype.
 
-    `stats` of the returned `Solution`: `loss_initial`, `loss`, `iterations`,
-    `loss_ratio` (`L/L₀`), `grad_ratio` (`‖JᵀR‖/‖JᵀR₀‖`), `energy` and
-    `energy_heldout` (interior part of `L` on the training and the held-out
-    points) and `energy_stderr` (the standard error of their difference), all
-    on the last round's points.
+    `stats` of the returned `Solution`: `loss_initial` (`L₀`), `loss`,
+    `iterations` (all rounds), `loss_ratio` (`L/L₀`), `grad_ratio`
+    (`‖JᵀR‖/‖JᵀR₀‖`), `energy` and `energy_heldout` (interior part of `L` on
+    the training and the held-out points) and `energy_stderr` (the standard
+    error of their difference), all on the last round's points, `L₀` and `R₀`
+    at that round's warm start.
     """
 
     optimiser: Any = eqx.field(default_factory=_default_optimiser)
@@ -148,9 +157,9 @@ class LeastSquaresSolver(AbstractStepSolver):
         _check_fraction("loss_rtol", self.loss_rtol, 1.0)
         _check_fraction("grad_rtol", self.grad_rtol, 1.0)
         _check_fraction("overfit_rtol", self.overfit_rtol, None)
-        if not isinstance(self.optimiser, optx.AbstractLeastSquaresSolver):
+        if not isinstance(self.optimiser, optx.AbstractGaussNewton):
             raise ValueError(
-                "`optimiser` must be an optimistix least-squares solver, e.g. "
+                "`optimiser` must be a Gauss–Newton-type optimistix solver, e.g. "
                 f"optx.LevenbergMarquardt(rtol, atol), got {type(self.optimiser).__name__}."
             )
 
@@ -203,12 +212,11 @@ class LeastSquaresSolver(AbstractStepSolver):
             residuals = residual_function(objective, field_of)
         obj_arrays = eqx.filter(objective, eqx.is_array)
         steps = self.max_steps // self.rounds
+        optimiser = ToleranceStop(self.optimiser, self.loss_tol, self.loss_rtol, self.grad_rtol)
 
         def one_round(v, points):
             args = (obj_arrays, *points)
-            return optx.least_squares(
-                residuals, self.optimiser, v, args, max_steps=steps, throw=False
-            )
+            return optx.least_squares(residuals, optimiser, v, args, max_steps=steps, throw=False)
 
         def head_round(v, points):
             sol = one_round(v, points)
@@ -216,18 +224,13 @@ class LeastSquaresSolver(AbstractStepSolver):
 
         value, head_steps = lax.scan(head_round, flat, (interior[:-1], boundary[:-1]))
         last = one_round(value, (interior[-1], boundary[-1]))
-        value = last.value
-        args = (obj_arrays, interior[-1], boundary[-1])
-
-        def loss_of(v):
-            return jnp.sum(residuals(v, args) ** 2)
-
-        loss_initial, grad_initial = jax.value_and_grad(loss_of)(flat)
-        loss, grad = jax.value_and_grad(loss_of)(value)
-        grad_norm0 = jnp.linalg.norm(grad_initial)
-        grad_ratio = jnp.linalg.norm(grad) / jnp.where(grad_norm0 > 0, grad_norm0, 1.0)
-        new_field = field_of(value)
-        train_points = objective.pointwise(new_field, args[1])
+        # the tolerances stopped the solve (`ToleranceStop`): its result says so
+        result = RESULTS.promote(last.result)
+        stop = last.state
+        grad_norm0 = stop.grad_initial
+        grad_ratio = stop.grad / jnp.where(grad_norm0 > 0, grad_norm0, 1.0)
+        new_field = field_of(last.value)
+        train_points = objective.pointwise(new_field, interior[-1])
         heldout_points = objective.pointwise(new_field, x_heldout)
         energy, energy_heldout = jnp.mean(train_points), jnp.mean(heldout_points)
         # the spread of the two means if both samples came from the same field
@@ -235,15 +238,6 @@ class LeastSquaresSolver(AbstractStepSolver):
         # overfitted field does not inflate
         stderr = jnp.sqrt(jnp.var(train_points) * (1 / train_points.size + 1 / heldout_points.size))
 
-        result = RESULTS.promote(last.result)
-        if self.loss_tol is not None:
-            result = RESULTS.where(loss <= self.loss_tol, RESULTS.successful, result)
-        if self.loss_rtol is not None:
-            result = RESULTS.where(
-                loss <= self.loss_rtol * loss_initial, RESULTS.successful, result
-            )
-        if self.grad_rtol is not None:
-            result = RESULTS.where(grad_ratio <= self.grad_rtol, RESULTS.successful, result)
         if self.overfit_rtol is not None:
             excess = energy_heldout - energy - SAMPLING_SIGMAS * stderr
             overfitted = excess > self.overfit_rtol * energy
@@ -251,13 +245,13 @@ class LeastSquaresSolver(AbstractStepSolver):
         new = cast_floats(new_field, field_dtype)
         iterations = jnp.sum(head_steps) + last.stats["num_steps"]
         extra = dict(
-            loss_ratio=loss / loss_initial,
+            loss_ratio=stop.loss / stop.loss_initial,
             grad_ratio=grad_ratio,
             energy=energy,
             energy_heldout=energy_heldout,
             energy_stderr=stderr,
         )
-        return finish(new, result, loss_initial, loss, iterations, **extra)
+        return finish(new, result, stop.loss_initial, stop.loss, iterations, **extra)
 
 
 def residual_function(objective: Any, field_of: Any) -> Any:
