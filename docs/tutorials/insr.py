@@ -57,9 +57,12 @@ print(f"{n_weights} weights")
 # Both use `LeastSquaresSolver`: fresh random points each step (2,000, many
 # more than the 901 weights, so the fit cannot interpolate between points),
 # optimistix's Levenberg–Marquardt with the damped normal equations. A step
-# counts as converged when its objective is below `loss_tol` or the optimiser
-# meets its own tolerance; `integrate(..., throw=False)` reports any other
-# step in `stats["step_result"]` rather than accepting it silently.
+# stops, converged, as soon as its objective is below `loss_tol` (or below
+# `loss_rtol` of its warm start's, or its gradient `‖JᵀR‖` below `grad_rtol`
+# of its start's), tested inside the optimiser's loop at every iteration, or
+# when the optimiser meets its own tolerance; a step that meets none runs to
+# `max_steps`, and `integrate(..., throw=False)` reports it in
+# `stats["step_result"]` rather than accepting it silently.
 
 # %%
 optimiser = optx.LevenbergMarquardt(rtol=1e-4, atol=1e-8, linear_solver=lx.Normal(lx.Cholesky()))

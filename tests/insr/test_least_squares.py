@@ -90,7 +90,8 @@ def test_heldout_energy_is_the_closed_form_energy_on_heldout_points():
 def test_gradient_rule_accepts_a_solve_that_hits_the_cap():
     """The column mode's step objective is quadratic in α: a few
     Levenberg–Marquardt iterations cut its gradient by orders of magnitude,
-    which the optimiser's own test (on the step size) does not see before its cap."""
+    which the optimiser's own test (on the step size) does not see before its
+    cap; the gradient rule ends the solve there, converged."""
     problem = insr.Elasticity2D.scene("column")
     field = insr.FunctionField(column_mode, jnp.array([0.1]))
     capped = step(lm(n_points=500, max_steps=3), field, problem)

@@ -88,7 +88,7 @@ def test_loss_tolerance_stops_the_solve_at_the_first_iterate_below_it(rule):
     np.testing.assert_allclose(sol.stats["loss_initial"], l_0, rtol=1e-12)
     # within the tolerance of the solution run to convergence: `L − L* = ‖Φ(θ − θ*)‖²/N`
     misfit = np.mean((phi @ (np.asarray(sol.value.params) - theta)) ** 2)
-    assert misfit <= target - l_star + 1e-15
+    assert misfit <= target - l_star  # measured 0.06 of it
 
 
 def test_gradient_tolerance_stops_the_solve_at_the_first_iterate_below_it():
@@ -97,7 +97,7 @@ def test_gradient_tolerance_stops_the_solve_at_the_first_iterate_below_it():
     n = int(sol.stats["iterations"])
     assert sol.result == RESULTS.successful
     assert 1 < n < 20  # measured 7
-    # ‖JᵀR‖/‖JᵀR₀‖ recomputed from Φ: measured 7e-8 at the stop, 3e-2 one iteration before
+    # ‖JᵀR‖/‖JᵀR₀‖ recomputed from Φ: measured 7.4e-8 at the stop, 1.7e-5 one iteration before
     ratio = grad_ratio(phi, u0, sol.value.params)
     assert ratio <= 1e-6
     np.testing.assert_allclose(sol.stats["grad_ratio"], ratio, rtol=1e-6)
@@ -111,7 +111,7 @@ def test_gradient_tolerance_stops_the_solve_at_the_first_iterate_below_it():
 def test_a_solve_that_meets_no_tolerance_runs_to_the_cap():
     phi, u0, theta = reference()
     l_star, l_0 = loss(phi, u0, theta), loss(phi, u0, np.zeros(K))
-    # below the minimum, and a gradient cut five iterations do not reach (2.8e-2 after 4)
+    # below the minimum, and a gradient cut five iterations do not reach (1.3e-3 after 5)
     options = dict(loss_tol=0.5 * l_star, loss_rtol=0.5 * l_star / l_0, grad_rtol=1e-10)
     sol = fit(max_steps=5, **options)
     assert sol.result == RESULTS.nonlinear_max_steps_reached
@@ -125,9 +125,8 @@ def test_each_round_stops_at_its_own_tolerance():
     phi, u0, theta = reference(round_=-1, rounds=2)
     sol = fit(max_steps=80, rounds=2, grad_rtol=1e-6)
     assert sol.result == RESULTS.successful
-    # two early stops (measured 7 + 4) instead of 2 × 20 iterations
+    # two early stops (measured 14 iterations in all) instead of 2 × 20
     assert 2 < int(sol.stats["iterations"]) < 20
     assert float(sol.stats["grad_ratio"]) <= 1e-6
-    # the last round starts near the first round's θ*: its own gradient is what
-    # shrank by 1e-6, so θ is closer to the last points' θ* than the rule on L₀
-    np.testing.assert_allclose(sol.value.params, theta, atol=1e-8)
+    # θ* of the last round's points (measured 4.4e-9 away; 1.4e-8 for one round)
+    np.testing.assert_allclose(sol.value.params, theta, atol=1e-7)
