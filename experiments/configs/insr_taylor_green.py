@@ -54,8 +54,9 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.n_points = 8000
     config.solver.n_boundary = 160  # ~1% + of the points on the walls, as the paper's 16,384 / 1%
     config.solver.max_steps = 60
-    # a velocity sub-step (advection, diffusion, projection) has converged when
-    # it has cut its objective to loss_rtol of its warm start's, or below loss_tol
+    # a velocity sub-step (advection, diffusion, projection) has converged, and
+    # stops, when it has cut its objective to loss_rtol of its warm start's, or
+    # below loss_tol
     config.solver.loss_tol = 1e-9
     config.solver.loss_rtol = 1e-3
     config.solver.pressure_max_steps = 150
