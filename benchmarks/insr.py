@@ -26,7 +26,8 @@ total energy ratio `E₁/E₀` on a 32² grid against implicit Euler's, the
 gradient and loss ratios and the step's result — the overfitting measurement
 of the sampling options (`--points`, `--rounds`, `--grid`, `--value-fit`);
 `--matrix-free` solves both the fit and the step with truncated CG on `JᵀJ`
-(`--cg-max-steps`, `--cg-rtol`) instead of the dense normal equations.
+(`--cg-max-steps`, `--cg-rtol`) instead of the dense normal equations;
+`--omega0` sets the SIREN's first-layer frequency (the paper's 30).
 `--field p1` / `p2` steps a P1 / P2 triangle mesh of the SIREN's memory
 instead (interpolated, not fitted, with the face nodes held exactly under
 `--exact-boundary`); `--grid` then gives the meshes their quadrature grid.
@@ -36,7 +37,7 @@ usage: python -m benchmarks.insr [--problems advection taylor_green elasticity_s
        [--tg-steps 2] [--tg-paper-sizes] [--quick]
        [--points 2000] [--rounds 1] [--grid 0] [--value-fit] [--exact-boundary]
        [--max-steps 20] [--matrix-free] [--cg-max-steps 100] [--cg-rtol 1e-6]
-       [--field siren]
+       [--field siren] [--omega0 30]
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def main(argv=None):
     parser.add_argument(
         "--field", choices=("siren", "p1", "p2"), default="siren", help="elasticity: the field"
     )
+    parser.add_argument("--omega0", type=float, default=30.0, help="elasticity: SIREN ω₀")
     args = parser.parse_args(argv)
     emit({"benchmark": "insr", **environment()})
     if "advection" in args.problems:
@@ -123,7 +125,7 @@ def column_energy(problem, fields, x, dt):
 def elasticity_step(args):
     dt = 0.08
     problem = insr.Elasticity2D.scene("column", exact_boundary=args.exact_boundary)
-    network = insr.SIREN(2, 2, width=20, hidden_layers=2, omega0=30.0, key=jax.random.key(0))
+    network = insr.SIREN(2, 2, width=20, hidden_layers=2, omega0=args.omega0, key=jax.random.key(0))
     linear = lx.Normal(lx.Cholesky())
     if args.matrix_free:
         linear = lx.Normal(insr.Truncated(lx.CG(args.cg_rtol, 0.0, max_steps=args.cg_max_steps)))
@@ -182,6 +184,7 @@ def elasticity_step(args):
             "value_fit": args.value_fit,
             "exact_boundary": args.exact_boundary,
             "field": args.field,
+            "omega0": args.omega0 if args.field == "siren" else None,
             "fit_value_rms": float(jnp.sqrt(jnp.mean((jax.vmap(field0)(x) - exact_u) ** 2))),
             "fit_strain_error": float(
                 jnp.linalg.norm(fit_grad - exact_grad) / jnp.linalg.norm(exact_grad)

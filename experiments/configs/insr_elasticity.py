@@ -83,6 +83,10 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.cg_max_steps = 200  # matrix_free only
     add_adam_and_initial(config, initial_steps=40)
 
+    # steps per compiled chunk (a step of the full-size field takes minutes):
+    # progress, a checkpoint (resume with --resume RUN_DIR)
+    config.train.checkpoint_every = 1
+
     config.eval = ml_collections.ConfigDict()
     config.eval.n_grid = 64  # n × n midpoint quadrature of the body for energies and errors
     config.eval.snapshots = 4

@@ -42,9 +42,9 @@ class AbstractObjective(eqx.Module):
         """The boundary residual at one boundary point."""
 
     @property
+    @abc.abstractmethod
     def boundary_weight(self) -> float:
-        """`λ`, the weight of the boundary term (the problem's by default)."""
-        return self.problem.boundary_weight
+        """`λ`, the weight of the boundary term (0 drops it)."""
 
     def residuals(
         self, field: Field, x_interior: Float[Array, "n d"], x_boundary: Float[Array, "m d"]
@@ -90,6 +90,10 @@ class StepObjective(AbstractObjective):
 
     def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
         return self.problem.boundary_residual(field, self.t + self.dt, x)
+
+    @property
+    def boundary_weight(self) -> float:
+        return self.problem.boundary_weight
 
 
 class InitialObjective(AbstractObjective):

@@ -65,6 +65,10 @@ class AdvectionObjective(AbstractObjective):
     def boundary(self, field, x):
         return self.problem.boundary_residual(field, None, x)
 
+    @property
+    def boundary_weight(self) -> float:
+        return self.problem.boundary_weight
+
 
 class DiffusionObjective(AbstractObjective):
     """`U_θ − (νΔt/L²)ΔU_θ − U^{adv}` inside; free slip on the walls."""
@@ -79,6 +83,10 @@ class DiffusionObjective(AbstractObjective):
 
     def boundary(self, field, x):
         return self.problem.boundary_residual(field, None, x)
+
+    @property
+    def boundary_weight(self) -> float:
+        return self.problem.boundary_weight
 
 
 class PressureObjective(AbstractObjective):
@@ -115,6 +123,10 @@ class ProjectionObjective(AbstractObjective):
 
     def boundary(self, field, x):
         return self.problem.boundary_residual(field, None, x)
+
+    @property
+    def boundary_weight(self) -> float:
+        return self.problem.boundary_weight
 
 
 def check_pressure_field(pressure: Any, name: str = "pressure") -> None:

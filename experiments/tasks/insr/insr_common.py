@@ -105,14 +105,20 @@ def step_solvers(config, least_squares, n: int = 2) -> tuple:
     return (adam_solver(config.solver),) * n
 
 
-def long_run(config, workdir) -> dict:
+def long_run(config, workdir, name: str | None = None) -> dict:
     """`integrate`'s keyword arguments for a run that survives: chunks of
     `train.checkpoint_every` steps, progress lines, a checkpoint after every
-    chunk (and on Ctrl-C / SIGTERM) in `workdir/checkpoints`, resumed from there
-    by the runner's `--resume`."""
+    chunk (and on Ctrl-C / SIGTERM) in `workdir/checkpoints` (a reference run
+    `name`: `workdir/references/<name>/checkpoints`), resumed from there by the
+    runner's `--resume`."""
+    directory = Path(workdir) / "checkpoints"
+    if name is not None:
+        directory = Path(workdir) / "references" / name / "checkpoints"
     return dict(
         steps_per_chunk=int(config.train.checkpoint_every),
-        monitor=ChunkedRun(Path(workdir) / "checkpoints", keep=int(config.train.keep_checkpoints)),
+        monitor=ChunkedRun(
+            directory, keep=int(config.train.keep_checkpoints), description=name or "integrate"
+        ),
     )
 
 

@@ -22,6 +22,12 @@ configured per-step solver (every step's weights saved), and reports:
   field with about the same number of unknowns;
 - `seconds_per_step`: wall time of `integrate` / steps (compilation included).
 
+Every integration (INSR's and the three references') runs in compiled chunks
+of `train.checkpoint_every` steps (1: a step of a large field takes minutes)
+with a progress line and a checkpoint after each, in `checkpoints/` and
+`references/<name>/checkpoints/`; `--resume RUN_DIR` continues each from its
+last checkpoint.
+
 Energies are means over an `n_grid²` midpoint grid of the body: kinetic
 `k‖(uⁿ − uⁿ⁻¹)/Δt‖²`, elastic `ψ(F)`, contact `k_c/2 max(0, −d)²`, and the
 potential `−f·u` of a force that acts throughout. Writes `weights.eqx`,
@@ -214,7 +220,15 @@ def train_and_evaluate(config, workdir) -> dict:
         problem, field, integrator, initial, dt, t1 = build(config)
         key_init, key_run, key_ref = jax.random.split(jax.random.key(config.seed + 1), 3)
         run = common.run_and_save(
-            workdir, field, integrator, problem, initial, dt, t1, (key_init, key_run)
+            workdir,
+            field,
+            integrator,
+            problem,
+            initial,
+            dt,
+            t1,
+            (key_init, key_run),
+            **common.long_run(config, workdir),  # checkpointed, resumable chunks
         )
         sol, times, n_steps = run.sol, run.times, run.n_steps
 
@@ -223,7 +237,13 @@ def train_and_evaluate(config, workdir) -> dict:
         references = {}
         if scene != "floor":
             references["floor"] = common.integrate_steps(
-                exact_field(problem, scene), integrator, problem, dt, t1, key_ref
+                exact_field(problem, scene),
+                integrator,
+                problem,
+                dt,
+                t1,
+                key_ref,
+                **common.long_run(config, workdir, "floor"),
             )
         # with `exact_boundary` the meshes hold their constrained face nodes
         # at zero (exact, as finite elements do), else the penalty of the paper
@@ -242,7 +262,13 @@ def train_and_evaluate(config, workdir) -> dict:
             if problem.exact_boundary:
                 mesh = fix_nodes(mesh, problem.constraints)
             references[name] = common.integrate_steps(
-                mesh, integrator, mesh_problem, dt, t1, key_ref
+                mesh,
+                integrator,
+                mesh_problem,
+                dt,
+                t1,
+                key_ref,
+                **common.long_run(config, workdir, name),
             )
 
         summary = {"error": scene_error(problem, scene, sol.value, x, dt, n_steps)}
