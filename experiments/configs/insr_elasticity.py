@@ -9,7 +9,10 @@ Levenberg–Marquardt per-step solver in float64; `--config.problem.scene=` pick
 `--config.solver.name=adam` the paper's Adam loop (hours). `problem.dt` and
 `problem.t1` at 0 take the scene's defaults (`SCENE_TIMES` in the task). The
 full-size least-squares solves factor a 14,418² normal matrix per iteration:
-a GPU job. The `tiny` variant (`insr_elasticity.py:tiny`, the released column
+a GPU job. Every integration runs in chunks of `train.checkpoint_every` (1)
+steps with a progress line and a checkpoint after each; an interrupted run
+(Ctrl-C, SIGTERM) continues with `python -m experiments.run --resume RUN_DIR`.
+The `tiny` variant (`insr_elasticity.py:tiny`, the released column
 for 3 steps) runs in seconds for the tests; `small` is the released column at
 the size of the benchmark table (SIREN 2×20 against P1 / P2 meshes of the
 same memory, ten points per weight, exact rollers).

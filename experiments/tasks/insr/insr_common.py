@@ -8,6 +8,7 @@ reports, and the error-over-time plot."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -245,8 +246,9 @@ def plot_errors(path, times, curves: dict, *, ylabel: str, title=None, legend=No
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for label, curve in curves.items():
-        ax.semilogy(times[1:], np.maximum(curve[1:], 1e-16), label=label)
+    # curves that coincide (the floor and a fine grid) stay apart by their styles
+    for label, curve, style in zip(curves, curves.values(), itertools.cycle(("-", "--", "-", ":"))):
+        ax.semilogy(times[1:], np.maximum(curve[1:], 1e-16), style, label=label)
     ax.set_xlabel("t")
     ax.set_ylabel(ylabel)
     if title is not None:
