@@ -93,7 +93,8 @@ class LeastSquaresSolver(AbstractStepSolver):
       was measured ~80× slower for 2000 points and 901 weights on a CPU;
       `optx.GaussNewton` works for well-conditioned problems).
     - `n_points`: random interior points per point set (default 2000); use at
-      least ten per weight where the objective has derivatives of the field.
+      least ten per weight where the objective has derivatives of the field
+      (0 with `n_grid > 0`: the quadrature grid alone, as for a mesh).
     - `n_boundary`: boundary points per point set (default 50, the paper's).
     - `n_grid`: points of the problem's fixed quadrature grid
       (`problem.grid_interior`) added to the random ones (default 0: none).
@@ -108,7 +109,8 @@ class LeastSquaresSolver(AbstractStepSolver):
     - `grad_rtol`: optional: `‖JᵀR‖ ≤ grad_rtol · ‖JᵀR₀‖` stops the round,
       converged.
     - `n_heldout`: interior points, apart from the training ones, on which the
-      interior part of `L` is also evaluated (default `None`: `n_points`).
+      interior part of `L` is also evaluated (default `None`: `n_points`, or
+      `n_grid` when `n_points` is 0).
     - `overfit_rtol`: optional: a held-out interior loss above
       `(1 + overfit_rtol)` times the training-point one (beyond three standard
       errors of sampling) is reported as `RESULTS.insr_overfitted` (e.g. 0.05).
@@ -142,12 +144,14 @@ class LeastSquaresSolver(AbstractStepSolver):
     dtype: Any = eqx.field(static=True, default=None)
 
     def __check_init__(self):
-        check_positive_int("n_points", self.n_points)
+        check_int("n_points", self.n_points, minimum=0)
         check_positive_int("n_boundary", self.n_boundary)
         check_positive_int("max_steps", self.max_steps)
         check_positive_int("rounds", self.rounds)
         check_positive_int("n_heldout", self.n_heldout, allow_none=True)
         check_int("n_grid", self.n_grid, minimum=0)
+        if self.n_points == 0 and self.n_grid == 0:
+            raise ValueError("`n_points` and `n_grid` are both 0: a solve needs interior points.")
         if self.rounds > self.max_steps:
             raise ValueError(
                 f"`rounds` ({self.rounds}) must not exceed `max_steps` ({self.max_steps}): "
@@ -172,7 +176,7 @@ class LeastSquaresSolver(AbstractStepSolver):
         # so that a step's training points do not depend on the held-out check
         round_keys = [key] if self.rounds == 1 else jax.random.split(key, self.rounds)
         key_heldout = jax.random.fold_in(key, _HELDOUT_STREAM)
-        n_heldout = self.n_points if self.n_heldout is None else self.n_heldout
+        n_heldout = self.n_heldout or self.n_points or self.n_grid
         x_heldout = problem.sample_interior(key_heldout, n_heldout, dtype)
         grid = None
         if self.n_grid:

@@ -58,6 +58,8 @@ def test_field_output_dimension_must_match():
 def test_bad_solver_options():
     with pytest.raises(ValueError, match="`n_points`"):
         insr.LeastSquaresSolver(n_points=0)
+    with pytest.raises(ValueError, match="`n_points`"):
+        insr.LeastSquaresSolver(n_points=-1, n_grid=10)
     with pytest.raises(ValueError, match="`optimiser`"):
         insr.LeastSquaresSolver(optimiser="lm")
     with pytest.raises(ValueError, match="`loss_rtol`"):

@@ -60,6 +60,10 @@ def test_heldout_points_are_apart_from_training_points():
     assert not np.allclose(interior[0, :300], interior[1, :300])
     np.testing.assert_array_equal(interior[0, 300:], interior[2, 300:])
     assert boundary.shape[0] == 3
+    # the grid alone (a mesh's quadrature): held-out points as many as the grid's
+    heldout, interior, _ = lm(n_points=0, n_grid=64).point_sets(problem, jax.random.key(3), float)
+    np.testing.assert_array_equal(interior[0], problem.grid_interior(64, jnp.float64))
+    assert heldout.shape == (64, 2)
 
 
 def test_heldout_energy_is_the_closed_form_energy_on_heldout_points():

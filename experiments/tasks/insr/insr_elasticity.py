@@ -17,7 +17,8 @@ configured per-step solver (every step's weights saved), and reports:
 - `grid_first_order`: the same integrator and solver on a P1 triangle mesh
   field (nodal displacements as the unknowns, about the SIREN's memory; with
   `problem.exact_boundary` its constrained face nodes are held at zero, else
-  the constraints are the same penalty);
+  the constraints are the same penalty; with `solver.mesh_grid` on that
+  quadrature grid instead of random points);
 - `grid_second_order`: the same on a P2 (quadratic Lagrange) triangle mesh
   field with about the same number of unknowns;
 - `seconds_per_step`: wall time of `integrate` / steps (compilation included).
@@ -37,6 +38,7 @@ potential `−f·u` of a force that acts throughout. Writes `weights.eqx`,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -135,6 +137,18 @@ def _least_squares(config):
         s, n_points=s.n_points, max_steps=config.initial.max_steps, rounds=s.rounds
     )
     return solver, initial
+
+
+def mesh_stepper(config, integrator):
+    """The meshes' integrator: `integrator` itself, or with `solver.mesh_grid >
+    0` its least-squares solver on that quadrature grid alone (a mesh's
+    natural quadrature: random points leave some elements with few points,
+    which makes its normal equations nearly singular)."""
+    n_grid = int(config.solver.mesh_grid)
+    if not n_grid or not isinstance(integrator.solver, insr.LeastSquaresSolver):
+        return integrator
+    solver = dataclasses.replace(integrator.solver, n_points=0, n_grid=n_grid)
+    return dataclasses.replace(integrator, solver=solver)
 
 
 def step_checks(sol) -> dict:
@@ -256,6 +270,7 @@ def train_and_evaluate(config, workdir) -> dict:
             "grid_first_order": p1_field(problem, int(n_params)),
             "grid_second_order": p2_field(problem, int(n_params)),
         }
+        mesh_integrator = mesh_stepper(config, integrator)
         for name, mesh in meshes.items():
             if scene == "column":  # the initial condition at the nodes
                 mesh = interpolate(mesh, problem.initial_condition)
@@ -263,7 +278,7 @@ def train_and_evaluate(config, workdir) -> dict:
                 mesh = fix_nodes(mesh, problem.constraints)
             references[name] = common.integrate_steps(
                 mesh,
-                integrator,
+                mesh_integrator,
                 mesh_problem,
                 dt,
                 t1,
