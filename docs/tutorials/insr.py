@@ -66,7 +66,7 @@ print(f"{n_weights} weights")
 
 # %%
 optimiser = optx.LevenbergMarquardt(rtol=1e-4, atol=1e-8, linear_solver=lx.Normal(lx.Cholesky()))
-initial_solver = insr.LeastSquaresSolver(optimiser, n_points=2000, max_steps=60, loss_tol=1e-6)
+initial_solver = insr.LeastSquaresSolver(optimiser, n_points=2000, max_steps=60, loss_tol=1e-8)
 step_solver = insr.LeastSquaresSolver(optimiser, n_points=2000, max_steps=20, loss_tol=1e-6)
 
 fit = eqx.filter_jit(insr.fit_initial)(

@@ -64,6 +64,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.rtol = 1e-4
     config.solver.atol = 1e-8
     add_adam_and_initial(config, initial_steps=60)
+    config.initial.loss_tol = 1e-9  # the fit stops here
 
     # steps per compiled chunk: progress, a checkpoint (resume with --resume RUN_DIR)
     config.train.checkpoint_every = 5

@@ -72,11 +72,11 @@ def adam_solver(s) -> insr.AdamSolver:
 
 
 def initial_least_squares(config, optimiser) -> insr.LeastSquaresSolver:
-    """The initial fit's solver: `initial.max_steps` iterations of `optimiser`
-    on `solver.n_points` points (`solver.loss_tol`)."""
-    s = config.solver
+    """The initial fit's solver: `optimiser` on `solver.n_points` points, at
+    most `initial.max_steps` iterations, stopping at `initial.loss_tol`."""
+    i = config.initial
     return insr.LeastSquaresSolver(
-        optimiser, n_points=s.n_points, max_steps=config.initial.max_steps, loss_tol=s.loss_tol
+        optimiser, n_points=config.solver.n_points, max_steps=i.max_steps, loss_tol=i.loss_tol
     )
 
 
