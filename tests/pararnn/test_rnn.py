@@ -10,6 +10,7 @@ import pytest
 
 from sciml.pararnn import (
     GRU,
+    LSTM,
     RNN,
     AbstractCell,
     Auto,
@@ -142,3 +143,21 @@ def test_user_cell_as_the_docstring_writes_it(rng):
         expected.append(h)
     for solver in (Sequential(), Newton()):
         np.testing.assert_allclose(RNN(cell, solver)(xs), np.array(expected), rtol=1e-11)
+
+
+@pytest.mark.parametrize("cell_type", [GRU, LSTM])
+def test_dense_cells_multiply_the_state_at_full_precision(cell_type, getkey):
+    # A GPU multiplies float32 in TF32 by default, so the Newton residual of the
+    # exact sequential states sat near 1e-3, above float32's tolerance (an H200
+    # failed a 16k-step dense GRU, fallback included). The CPU ignores the
+    # precision, so this checks that the recurrent product asks for it.
+    cell = cell_type(3, 4, dtype=jnp.float32, key=getkey())
+    u = jnp.zeros(cell.project(jnp.zeros((1, 3))).shape[1:], jnp.float32)
+    jaxpr = jax.make_jaxpr(cell.step)(jnp.zeros(cell.state_size, jnp.float32), u)
+    dots = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert dots, "the cell's step has no matrix product"
+    for eqn in dots:
+        assert eqn.params["precision"] == (
+            jax.lax.Precision.HIGHEST,
+            jax.lax.Precision.HIGHEST,
+        ), eqn.params["precision"]
