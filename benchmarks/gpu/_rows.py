@@ -212,7 +212,7 @@ ROWS = (
         "benchmarks.gpu._speed:dcdm_solve",
         70,
         150,
-        "DCDM (trained at 64²) seconds per solve to 1e-6, 256² and 512² scenes",
+        "DCDM (the shipped weights) seconds per solve to 1e-6, 256² and 512² scenes",
         "CG and IC(0)-PCG on the same systems (IC(0) through a host callback)",
         ("benchmark", "scene", "method", "iterations", "seconds", "setup_seconds", "converged"),
         needs_s=40,

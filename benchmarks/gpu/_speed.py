@@ -202,17 +202,18 @@ def run_dcdm(arguments: str, smoke: bool) -> None:
 
     args = arguments.split()
     if smoke:
-        args = ["--quick", *(["--dim", "3"] if "--dim 3" in arguments else [])]
+        pretrained = ["--pretrained"] if "--pretrained" in args else []
+        dim = ["--dim", "3"] if "--dim 3" in arguments else []
+        args = ["--quick", *pretrained, *dim]
     with tempfile.TemporaryDirectory() as workdir:
         dcdm.main([*args, "--methods", "dcdm", "cg", "ic0", "--workdir", workdir])
 
 
 def dcdm_solve(smoke: bool, clock: Clock) -> None:
-    run_dcdm(
-        "--train-resolution 64 --steps 1000 --n-ritz 400 --n-rhs 800 "
-        "--resolutions 256 512 --max-steps 3000",
-        smoke,
-    )
+    # the shipped weights (`sciml.dcdm.pretrained`), the model docs/results.md
+    # reports: a model trained for the 70-s row (1,000 steps at 64², the first
+    # H200 run) did not reach 1e-6 in 3,000 iterations at 256²
+    run_dcdm("--pretrained --resolutions 256 512 --max-steps 3000", smoke)
 
 
 def insr_step(smoke: bool, clock: Clock) -> None:
