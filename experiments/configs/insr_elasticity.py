@@ -57,7 +57,7 @@ def small(config: ml_collections.ConfigDict) -> None:
     config.solver.n_boundary = 150
     config.solver.max_steps = 40
     config.solver.n_heldout = 8000
-    config.solver.mesh_grid = 4000  # the meshes on their quadrature grid
+    config.solver.mesh_quadrature = 1  # the meshes on 3 Gauss points per triangle
     config.initial.max_steps = 40
     config.eval.n_grid = 32
 
@@ -84,7 +84,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.n_heldout = 0  # held-out points for the overfitting check (0: n_points)
     config.solver.grad_rtol = 1e-3  # converged when |J^T r| <= grad_rtol |J^T r_0| (0: off)
     config.solver.overfit_rtol = 0.05  # held-out energy above training by this: overfitted
-    config.solver.mesh_grid = 0  # > 0: the P1 / P2 baselines on a quadrature grid of this size
+    config.solver.mesh_quadrature = 0  # k > 0: the meshes on 3k² Gauss points per triangle
     config.solver.matrix_free = False  # CG on J^T J through JVP / VJP instead of Cholesky
     config.solver.cg_rtol = 1e-8  # matrix_free only
     config.solver.cg_max_steps = 200  # matrix_free only

@@ -98,6 +98,10 @@ class LeastSquaresSolver(AbstractStepSolver):
     - `n_boundary`: boundary points per point set (default 50, the paper's).
     - `n_grid`: points of the problem's fixed quadrature grid
       (`problem.grid_interior`) added to the random ones (default 0: none).
+    - `quadrature`: optional fixed interior points `(m, d)` added to the random
+      ones instead of the problem's grid, e.g. a mesh field's Gauss points
+      (`solvers.mesh_fields.quadrature_points`), on which the mean is the
+      integral (default `None`; not with `n_grid`).
     - `rounds`: point sets per solve (default 1); the `max_steps` iterations
       are split evenly between them, each set drawn fresh.
     - `max_steps`: optimiser iterations in all (default 100), at most
@@ -110,7 +114,7 @@ class LeastSquaresSolver(AbstractStepSolver):
       converged.
     - `n_heldout`: interior points, apart from the training ones, on which the
       interior part of `L` is also evaluated (default `None`: `n_points`, or
-      `n_grid` when `n_points` is 0).
+      the grid's or `quadrature`'s size when `n_points` is 0).
     - `overfit_rtol`: optional: a held-out interior loss above
       `(1 + overfit_rtol)` times the training-point one (beyond three standard
       errors of sampling) is reported as `RESULTS.insr_overfitted` (e.g. 0.05).
@@ -137,6 +141,7 @@ class LeastSquaresSolver(AbstractStepSolver):
     loss_rtol: float | None = eqx.field(static=True, default=None)
     grad_rtol: float | None = eqx.field(static=True, default=None)
     n_grid: int = eqx.field(static=True, default=0)
+    quadrature: Any = None
     rounds: int = eqx.field(static=True, default=1)
     n_heldout: int | None = eqx.field(static=True, default=None)
     overfit_rtol: float | None = eqx.field(static=True, default=None)
@@ -150,8 +155,17 @@ class LeastSquaresSolver(AbstractStepSolver):
         check_positive_int("rounds", self.rounds)
         check_positive_int("n_heldout", self.n_heldout, allow_none=True)
         check_int("n_grid", self.n_grid, minimum=0)
-        if self.n_points == 0 and self.n_grid == 0:
-            raise ValueError("`n_points` and `n_grid` are both 0: a solve needs interior points.")
+        if self.quadrature is not None:
+            shape = jnp.shape(self.quadrature)
+            if len(shape) != 2 or shape[0] == 0:
+                raise ValueError(f"`quadrature` must be points of shape (m, d), got {shape}.")
+            if self.n_grid:
+                raise ValueError("`quadrature` replaces the problem's grid: pass n_grid=0 with it.")
+        if self.n_points == 0 and self.n_grid == 0 and self.quadrature is None:
+            raise ValueError(
+                "`n_points` and `n_grid` are both 0 and no `quadrature`: a solve needs "
+                "interior points."
+            )
         if self.rounds > self.max_steps:
             raise ValueError(
                 f"`rounds` ({self.rounds}) must not exceed `max_steps` ({self.max_steps}): "
@@ -176,9 +190,10 @@ class LeastSquaresSolver(AbstractStepSolver):
         # so that a step's training points do not depend on the held-out check
         round_keys = [key] if self.rounds == 1 else jax.random.split(key, self.rounds)
         key_heldout = jax.random.fold_in(key, _HELDOUT_STREAM)
-        n_heldout = self.n_heldout or self.n_points or self.n_grid
+        grid = None if self.quadrature is None else jnp.asarray(self.quadrature, dtype)
+        n_fixed = self.n_grid if grid is None else grid.shape[0]
+        n_heldout = self.n_heldout or self.n_points or n_fixed
         x_heldout = problem.sample_interior(key_heldout, n_heldout, dtype)
-        grid = None
         if self.n_grid:
             if not hasattr(problem, "grid_interior"):
                 raise ValueError(

@@ -64,6 +64,12 @@ def test_heldout_points_are_apart_from_training_points():
     heldout, interior, _ = lm(n_points=0, n_grid=64).point_sets(problem, jax.random.key(3), float)
     np.testing.assert_array_equal(interior[0], problem.grid_interior(64, jnp.float64))
     assert heldout.shape == (64, 2)
+    # given quadrature points alone (a mesh's Gauss points): those exact points
+    points = jax.random.uniform(jax.random.key(4), (37, 2), jnp.float64, -0.2, 0.2)
+    solver = lm(n_points=0, quadrature=points, rounds=2, max_steps=2)
+    heldout, interior, _ = solver.point_sets(problem, jax.random.key(3), jnp.float64)
+    np.testing.assert_array_equal(interior, np.broadcast_to(points, (2, 37, 2)))
+    assert heldout.shape == (37, 2)
 
 
 def test_heldout_energy_is_the_closed_form_energy_on_heldout_points():
@@ -152,6 +158,9 @@ def test_matrix_free_gauss_newton_matches_the_closed_form():
         (dict(grad_rtol=1.5), "grad_rtol"),
         (dict(overfit_rtol=0.0), "overfit_rtol"),
         (dict(n_heldout=0), "n_heldout"),
+        (dict(quadrature=np.zeros(5)), "quadrature"),
+        (dict(quadrature=np.zeros((5, 2)), n_grid=16), "quadrature"),
+        (dict(n_points=0), "interior points"),
     ],
 )
 def test_bad_sampling_options(options, name):

@@ -17,8 +17,8 @@ configured per-step solver (every step's weights saved), and reports:
 - `grid_first_order`: the same integrator and solver on a P1 triangle mesh
   field (nodal displacements as the unknowns, about the SIREN's memory; with
   `problem.exact_boundary` its constrained face nodes are held at zero, else
-  the constraints are the same penalty; with `solver.mesh_grid` on that
-  quadrature grid instead of random points);
+  the constraints are the same penalty; with `solver.mesh_quadrature` on the
+  mesh's Gauss points instead of random points);
 - `grid_second_order`: the same on a P2 (quadratic Lagrange) triangle mesh
   field with about the same number of unknowns;
 - `seconds_per_step`: wall time of `integrate` / steps (compilation included).
@@ -51,7 +51,7 @@ import optimistix as optx
 from experiments.tasks.insr import insr_common as common
 from sciml import insr
 from sciml.solution import RESULTS
-from solvers.mesh_fields import fix_nodes, interpolate, p1_field, p2_field
+from solvers.mesh_fields import fix_nodes, interpolate, p1_field, p2_field, quadrature_points
 
 
 SCENE_TIMES = {  # (dt, t1)
@@ -139,15 +139,26 @@ def _least_squares(config):
     return solver, initial
 
 
-def mesh_stepper(config, integrator):
-    """The meshes' integrator: `integrator` itself, or with `solver.mesh_grid >
-    0` its least-squares solver on that quadrature grid alone (a mesh's
-    natural quadrature: random points leave some elements with few points,
-    which makes its normal equations nearly singular)."""
-    n_grid = int(config.solver.mesh_grid)
-    if not n_grid or not isinstance(integrator.solver, insr.LeastSquaresSolver):
+def mesh_stepper(config, integrator, mesh):
+    """The integrator of `mesh`: `integrator` itself, or with
+    `solver.mesh_quadrature = k > 0` its least-squares solver on the mesh's
+    Gauss points alone (the degree-2 rule on `k²` sub-triangles of every
+    element, `solvers.mesh_fields.quadrature_points`), on which the solver's
+    mean is the integral over the body. Random or grid points are not a
+    quadrature of a mesh field: elements with few points make its normal
+    equations nearly singular, and the solve lowers the energy where the points
+    are sparse."""
+    k = int(config.solver.mesh_quadrature)
+    if not k:
         return integrator
-    solver = dataclasses.replace(integrator.solver, n_points=0, n_grid=n_grid)
+    if not isinstance(integrator.solver, insr.LeastSquaresSolver):
+        raise ValueError(
+            "`solver.mesh_quadrature` > 0 needs the least-squares solver (`solver.name` "
+            f"'least_squares'), got {type(integrator.solver).__name__}; set it to 0 for Adam."
+        )
+    solver = dataclasses.replace(
+        integrator.solver, n_points=0, n_grid=0, quadrature=quadrature_points(mesh, k)
+    )
     return dataclasses.replace(integrator, solver=solver)
 
 
@@ -270,7 +281,6 @@ def train_and_evaluate(config, workdir) -> dict:
             "grid_first_order": p1_field(problem, int(n_params)),
             "grid_second_order": p2_field(problem, int(n_params)),
         }
-        mesh_integrator = mesh_stepper(config, integrator)
         for name, mesh in meshes.items():
             if scene == "column":  # the initial condition at the nodes
                 mesh = interpolate(mesh, problem.initial_condition)
@@ -278,7 +288,7 @@ def train_and_evaluate(config, workdir) -> dict:
                 mesh = fix_nodes(mesh, problem.constraints)
             references[name] = common.integrate_steps(
                 mesh,
-                mesh_integrator,
+                mesh_stepper(config, integrator, mesh),
                 mesh_problem,
                 dt,
                 t1,
