@@ -94,7 +94,7 @@ class LeastSquaresSolver(AbstractStepSolver):
       `optx.GaussNewton` works for well-conditioned problems).
     - `n_points`: random interior points per point set (default 2000); use at
       least ten per weight where the objective has derivatives of the field
-      (0 with `n_grid > 0`: the quadrature grid alone, as for a mesh).
+      (0 with `n_grid > 0` or `quadrature`: the fixed points alone, as for a mesh).
     - `n_boundary`: boundary points per point set (default 50, the paper's).
     - `n_grid`: points of the problem's fixed quadrature grid
       (`problem.grid_interior`) added to the random ones (default 0: none).
