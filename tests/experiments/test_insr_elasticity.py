@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks.insr.insr_elasticity import build
+from experiments.tasks.insr.insr_elasticity import build, mesh_stepper, validate_config
 from sciml import insr
+from sciml.experiment import ConfigError
+from solvers.mesh_fields import p1_field, quadrature_points
 from tests.experiments._insr_run import run_tiny
 
 
@@ -39,3 +41,29 @@ def test_unknown_names(key, value):
     config[parent][leaf] = value
     with pytest.raises(ValueError, match="unknown"):
         build(config)
+
+
+def test_the_grid_alone_is_accepted_and_no_points_at_all_refused():
+    config = run.load_config(CONFIG + ":tiny")
+    config.solver.n_points, config.solver.n_grid = 0, 64
+    validate_config(config)  # the least-squares solver on its quadrature grid alone
+    config.solver.n_grid = 0
+    with pytest.raises(ConfigError, match="solver.n_points"):
+        validate_config(config)
+    config.solver.n_grid, config.solver.name = 64, "adam"  # Adam draws its own points
+    with pytest.raises(ConfigError, match="solver.n_points"):
+        validate_config(config)
+
+
+def test_mesh_quadrature_needs_the_least_squares_solver():
+    config = run.load_config(CONFIG + ":tiny")
+    config.solver.mesh_quadrature = 1
+    problem, _, integrator, *_ = build(config)
+    mesh = p1_field(problem, 40)
+    solver = mesh_stepper(config, integrator, mesh).solver
+    np.testing.assert_array_equal(solver.quadrature, quadrature_points(mesh, 1))
+    assert solver.n_points == 0
+    config.solver.name = "adam"
+    _, _, integrator, *_ = build(config)
+    with pytest.raises(ValueError, match="mesh_quadrature"):
+        mesh_stepper(config, integrator, mesh)

@@ -40,10 +40,15 @@ SIZES = (
 
 def validate_insr_config(config, *, positive=(), positive_numbers=(), choices=None) -> None:
     """The field and solver sizes and choices, plus a task's own keys, checked
-    by the runner before anything is written."""
+    by the runner before anything is written. `solver.n_points` may be 0 where
+    the least-squares solver has a quadrature grid (`solver.n_grid` > 0)."""
+    s = config.solver
+    grid_alone = s.get("name") == "least_squares" and int(s.get("n_grid", 0) or 0) > 0
+    sizes = tuple(key for key in SIZES if not (grid_alone and key == "solver.n_points"))
     check_config(
         config,
-        positive=SIZES + tuple(positive),
+        positive=sizes + tuple(positive),
+        non_negative=("solver.n_points",) if grid_alone else (),
         positive_numbers=("field.omega0", *positive_numbers),
         choices={"field.name": FIELDS, "solver.name": SOLVERS, **(choices or {})},
     )
