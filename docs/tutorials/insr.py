@@ -191,9 +191,9 @@ fig.tight_layout()
 #   five steps (`insr_elasticity.py:small`) at `grad_rtol` 1e-3 end at an
 #   energy-ratio error of 2.9e-3, against 5.5e-3 on 4,000 random points per
 #   step. Then solve to a tight gradient ratio: at `grad_rtol` 1e-5 the grid
-#   run ends at 8.1e-5.
+#   run ends at 8.6e-5.
 #   Even so a P1 mesh of the same memory, stepped on its Gauss points, is
-#   4.2× closer to implicit Euler and a P2 mesh 17×.
+#   4.5× closer to implicit Euler and a P2 mesh 19×.
 # - **Watch the held-out energy**: every least-squares solve reports
 #   `energy` (training points) and `energy_heldout` (points drawn apart) in
 #   its `stats`; with `overfit_rtol` set a step whose held-out energy is

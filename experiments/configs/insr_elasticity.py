@@ -15,7 +15,7 @@ steps with a progress line and a checkpoint after each; an interrupted run
 The `tiny` variant (`insr_elasticity.py:tiny`, the released column
 for 3 steps) runs in seconds for the tests; `small` is the released column at
 the size of the benchmark table (SIREN 2×20 at ω₀ = 3 against P1 / P2 meshes
-of the same memory, 5 steps, exact rollers; about 15 minutes on a 2-core CPU).
+of the same memory, 5 steps, exact rollers; 8 minutes on a 2-core CPU).
 """
 
 import ml_collections
