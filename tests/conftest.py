@@ -6,7 +6,9 @@ behaviour ask for it explicitly with the `float32` fixture or by casting).
 """
 
 import gc
+import json
 import os
+import time
 
 
 os.environ.setdefault("XLA_FLAGS", "")
@@ -21,6 +23,43 @@ import pytest  # noqa: E402
 
 matplotlib.use("Agg")
 jax.config.update("jax_enable_x64", True)
+
+
+# Per-test timings: with SCIML_TEST_TIMES=<file>, every test appends one JSON
+# line {"nodeid", "seconds", "compile_seconds", "trace_seconds", "worker"} to
+# <file>. `compile_seconds` is XLA's backend compilation in this process (not in
+# subprocesses a test starts); `trace_seconds` is tracing and lowering to MLIR
+# (nested jits may count twice). `python -m tests.durations <file>` tables it.
+_TIMES_FILE = os.environ.get("SCIML_TEST_TIMES")
+_compile_clock = {"compile": 0.0, "trace": 0.0}
+
+
+def _count_compile_time(event: str, duration: float, **_) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":
+        _compile_clock["compile"] += duration
+    elif event in (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    ):
+        _compile_clock["trace"] += duration
+
+
+if _TIMES_FILE:
+    jax.monitoring.register_event_duration_secs_listener(_count_compile_time)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        start, before = time.perf_counter(), dict(_compile_clock)
+        yield
+        record = {
+            "nodeid": item.nodeid,
+            "seconds": round(time.perf_counter() - start, 3),
+            "compile_seconds": round(_compile_clock["compile"] - before["compile"], 3),
+            "trace_seconds": round(_compile_clock["trace"] - before["trace"], 3),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        }
+        with open(_TIMES_FILE, "a") as f:
+            f.write(json.dumps(record) + "\n")
 
 
 @pytest.fixture
