@@ -8,6 +8,8 @@ behaviour ask for it explicitly with the `float32` fixture or by casting).
 import gc
 import json
 import os
+import shutil
+import tempfile
 import time
 
 
@@ -15,6 +17,26 @@ os.environ.setdefault("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=4"
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# JAX's persistent compilation cache, one fresh folder per run, shared by the
+# parallel workers and by the Python subprocesses that tests start (they inherit
+# the environment): a program compiled once is read back wherever it recurs.
+# The first process to load this file (the controller under pytest-xdist) makes
+# the folder and removes it at the end. JAX_COMPILATION_CACHE_DIR set by hand
+# keeps a cache across runs instead.
+_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _OWN_CACHE:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="sciml-tests-xla-")
+    os.environ["SCIML_TEST_XLA_CACHE_OWNER"] = str(os.getpid())
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+
+# XLA compiles with most optimizations off (LLVM at -O0), as JAX's own test
+# suite does: most tests compile many small programs and run each a few times,
+# so optimizing them cost more than it saved (about half the suite's time was
+# compilation). Only codegen changes; the programs (HLO) are those users run.
+# Tests marked `xla_optimized` (long training runs) compile as users do.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import jax  # noqa: E402
 import matplotlib  # noqa: E402
@@ -62,6 +84,11 @@ if _TIMES_FILE:
             f.write(json.dumps(record) + "\n")
 
 
+def pytest_unconfigure(config):
+    if _OWN_CACHE and os.environ.get("SCIML_TEST_XLA_CACHE_OWNER") == str(os.getpid()):
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
+
 @pytest.fixture
 def getkey():
     """Returns a function that gives a fresh PRNG key on every call."""
@@ -80,6 +107,23 @@ def float32():
     """Runs the test with 64-bit types off, as users run by default."""
     with jax.enable_x64(False):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimized(request):
+    """Compiles with XLA's optimizations on for tests marked `xla_optimized`
+    (fresh programs: the in-memory cache does not know the setting)."""
+    if request.node.get_closest_marker("xla_optimized") is None:
+        yield
+        return
+    previous = jax.config.values["jax_disable_most_optimizations"]
+    jax.clear_caches()
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", previous)
+        jax.clear_caches()
 
 
 @pytest.fixture(autouse=True, scope="module")

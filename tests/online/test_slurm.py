@@ -34,6 +34,11 @@ from .slurm_cluster import SlurmCluster, Unavailable
 from .test_trainer import N_STEPS, PLANNED, accepted_ids, events, make_study, train
 
 
+# One worker runs this whole module under pytest-xdist (`--dist loadgroup`), so the
+# module's Slurm cluster starts once.
+pytestmark = pytest.mark.xdist_group("slurm_cluster")
+
+
 SCONTROL_FAILED = (
     "JobId=7 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=1 "
     "JobState=FAILED Reason=NonZeroExitCode Dependency=(null) Requeue=0 Restarts=0 "

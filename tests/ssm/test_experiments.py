@@ -74,6 +74,7 @@ def learning_config(name, length=256):
 
 
 @pytest.mark.slow
+@pytest.mark.xla_optimized
 def test_recall_learns_at_length_256(tmp_path, float32):
     # float32 as users run it. The accuracy jumps from chance to ~100% at a
     # step that depends on the seed and the rounding (seeds 0-2: by step 600-900
@@ -86,6 +87,7 @@ def test_recall_learns_at_length_256(tmp_path, float32):
 
 
 @pytest.mark.slow
+@pytest.mark.xla_optimized
 def test_adding_learns_at_length_256(tmp_path, float32):
     # the default config (length 256): the loss sits at the mean predictor's
     # 1/6 for ~2000 steps, then drops
