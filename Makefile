@@ -19,8 +19,15 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m experiments.run --config experiments/configs/online_ns_tfno.py
 
+# The whole suite, slow tests included, on every core (pytest-xdist; one
+# worker per core measured fastest on the 2-core CI machine). The Slurm module
+# stays on one worker (`--dist loadgroup`). FAST=1 leaves out the tests marked
+# slow; TEST_WORKERS=1 runs in one process. See CONTRIBUTING.md.
+TEST_WORKERS ?= auto
+FAST ?=
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=20 --timeout=900
+	$(BIN)/python -m pytest -q --durations=20 --timeout=900 -n $(TEST_WORKERS) --dist loadgroup \
+		$(if $(FAST),-m "not slow")
 
 # Builds the site (executing the tutorials), then checks it as a reader meets
 # it: maths typeset, no warnings in tutorial output, nothing loaded from

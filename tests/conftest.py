@@ -48,10 +48,11 @@ jax.config.update("jax_enable_x64", True)
 
 
 # Per-test timings: with SCIML_TEST_TIMES=<file>, every test appends one JSON
-# line {"nodeid", "seconds", "compile_seconds", "trace_seconds", "worker"} to
-# <file>. `compile_seconds` is XLA's backend compilation in this process (not in
-# subprocesses a test starts); `trace_seconds` is tracing and lowering to MLIR
-# (nested jits may count twice). `python -m tests.durations <file>` tables it.
+# line {"nodeid", "seconds", "compile_seconds", "trace_seconds", "worker",
+# "finished" (Unix time)} to <file>. `compile_seconds` is XLA's backend
+# compilation in this process (not in subprocesses a test starts);
+# `trace_seconds` is tracing and lowering to MLIR (nested jits may count twice).
+# `python tests/durations.py <file>` tables it.
 _TIMES_FILE = os.environ.get("SCIML_TEST_TIMES")
 _compile_clock = {"compile": 0.0, "trace": 0.0}
 
@@ -79,6 +80,7 @@ if _TIMES_FILE:
             "compile_seconds": round(_compile_clock["compile"] - before["compile"], 3),
             "trace_seconds": round(_compile_clock["trace"] - before["trace"], 3),
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "finished": round(time.time(), 1),
         }
         with open(_TIMES_FILE, "a") as f:
             f.write(json.dumps(record) + "\n")
