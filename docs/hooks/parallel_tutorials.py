@@ -72,7 +72,9 @@ def on_files(files, config):
         f.abs_src_path
         for f in files
         if plugin.should_include(f)
-        and not any(pathlib.PurePath(f.abs_src_path).match(p) for p in plugin.config["execute_ignore"])
+        and not any(
+            pathlib.PurePath(f.abs_src_path).match(p) for p in plugin.config["execute_ignore"]
+        )
     ]
     if not tutorials:
         return files
