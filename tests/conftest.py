@@ -48,37 +48,44 @@ jax.config.update("jax_enable_x64", True)
 
 
 # Per-test timings: with SCIML_TEST_TIMES=<file>, every test appends one JSON
-# line {"nodeid", "seconds", "compile_seconds", "trace_seconds", "worker",
-# "finished" (Unix time)} to <file>. `compile_seconds` is XLA's backend
-# compilation in this process (not in subprocesses a test starts);
-# `trace_seconds` is tracing and lowering to MLIR (nested jits may count twice).
-# `python tests/durations.py <file>` tables it.
+# line to <file>: "nodeid", "seconds" (setup, call and teardown), "worker",
+# "finished" (Unix time), and, in this process only (not in subprocesses a test
+# starts), "compile_seconds" (XLA's backend compilation), "trace_seconds"
+# (tracing and lowering to MLIR; nested jits may count twice), "cache_hits" and
+# "cache_saved_seconds" (programs read from the persistent compilation cache and
+# the compile time that saved). `python tests/durations.py <file>` tables them.
 _TIMES_FILE = os.environ.get("SCIML_TEST_TIMES")
-_compile_clock = {"compile": 0.0, "trace": 0.0}
+_CLOCKS = {
+    "/jax/core/compile/backend_compile_duration": "compile_seconds",
+    "/jax/core/compile/jaxpr_trace_duration": "trace_seconds",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "trace_seconds",
+    "/jax/compilation_cache/compile_time_saved_sec": "cache_saved_seconds",
+}
+_counters = dict.fromkeys([*_CLOCKS.values(), "cache_hits"], 0.0)
 
 
-def _count_compile_time(event: str, duration: float, **_) -> None:
-    if event == "/jax/core/compile/backend_compile_duration":
-        _compile_clock["compile"] += duration
-    elif event in (
-        "/jax/core/compile/jaxpr_trace_duration",
-        "/jax/core/compile/jaxpr_to_mlir_module_duration",
-    ):
-        _compile_clock["trace"] += duration
+def _count_duration(event: str, duration: float, **_) -> None:
+    if event in _CLOCKS:
+        _counters[_CLOCKS[event]] += duration
+
+
+def _count_event(event: str, **_) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _counters["cache_hits"] += 1
 
 
 if _TIMES_FILE:
-    jax.monitoring.register_event_duration_secs_listener(_count_compile_time)
+    jax.monitoring.register_event_duration_secs_listener(_count_duration)
+    jax.monitoring.register_event_listener(_count_event)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        start, before = time.perf_counter(), dict(_compile_clock)
+        start, before = time.perf_counter(), dict(_counters)
         yield
         record = {
             "nodeid": item.nodeid,
             "seconds": round(time.perf_counter() - start, 3),
-            "compile_seconds": round(_compile_clock["compile"] - before["compile"], 3),
-            "trace_seconds": round(_compile_clock["trace"] - before["trace"], 3),
+            **{name: round(value - before[name], 3) for name, value in _counters.items()},
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "finished": round(time.time(), 1),
         }
