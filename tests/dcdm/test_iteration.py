@@ -46,16 +46,35 @@ def reference_pcg(A, b, M_inv, steps):
     return out
 
 
-def iterates(A, b, direction_fn, steps, **kwargs):
-    apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
-    run = eqx.filter_jit(
-        lambda k: solve(
-            apply_A, jnp.asarray(b), direction_fn, rtol=1e-14, max_steps=k, throw=False, **kwargs
-        )
-    )
+@eqx.filter_jit
+def _value_after(A, b, direction_fn, k, n_orthogonal):
+    """x_k of the solve; one program per (k, n_orthogonal, direction function),
+    shared by every matrix, right-hand side and direction parameters."""
     with warnings.catch_warnings():  # rtol=1e-14 on purpose: exactly k steps, never earlier
         warnings.simplefilter("ignore", PrecisionWarning)
-        return [np.asarray(run(k).value) for k in range(1, steps + 1)]
+        sol = solve(
+            lambda x: A @ x,
+            b,
+            direction_fn,
+            rtol=1e-14,
+            max_steps=k,
+            throw=False,
+            n_orthogonal=n_orthogonal,
+        )
+    return sol.value
+
+
+def iterates(A, b, direction_fn, steps, n_orthogonal):
+    """x_1..x_steps; `direction_fn` an `eqx.Partial` of a module-level function,
+    so that its arrays are arguments of the compiled program, not constants."""
+    A, b = jnp.asarray(A), jnp.asarray(b)
+    return [
+        np.asarray(_value_after(A, b, direction_fn, k, n_orthogonal)) for k in range(1, steps + 1)
+    ]
+
+
+def _matvec(M, r):
+    return M @ r
 
 
 def test_exact_inverse_converges_in_one_step():
@@ -76,10 +95,15 @@ def test_identity_directions_are_cg_and_jacobi_directions_are_pcg(n_orthogonal):
     # (measured), so 1e-12 leaves a wide margin for round-off only.
     for M_inv in (np.eye(len(b)), np.diag(1 / np.diag(A))):
         ref = reference_pcg(A, b, M_inv, steps)
-        ours = iterates(A, b, lambda r, M=M_inv: M @ r, steps, n_orthogonal=n_orthogonal)
+        direction = eqx.Partial(_matvec, jnp.asarray(M_inv))
+        ours = iterates(A, b, direction, steps, n_orthogonal=n_orthogonal)
         for k, (x_ref, x) in enumerate(zip(ref, ours, strict=True)):
             scale = np.linalg.norm(x_ref)
             assert np.linalg.norm(x - x_ref) <= 1e-12 * scale, f"iterate {k + 1}"
+
+
+def _identity_plus_tanh(W1, W2, r):
+    return r + 0.5 * W2 @ jnp.tanh(3 * W1 @ r)
 
 
 def nonlinear_direction(n, seed=1):
@@ -87,7 +111,7 @@ def nonlinear_direction(n, seed=1):
     rng = np.random.default_rng(seed)
     W1 = jnp.asarray(rng.standard_normal((n, n)) / np.sqrt(n))
     W2 = jnp.asarray(rng.standard_normal((n, n)) / np.sqrt(n))
-    return lambda r: r + 0.5 * W2 @ jnp.tanh(3 * W1 @ r)
+    return eqx.Partial(_identity_plus_tanh, W1, W2)
 
 
 @pytest.mark.parametrize("n_orthogonal", [0, 2])

@@ -35,6 +35,7 @@ GRIDS = {2: ((16, 16), 4), 3: ((8, 8, 8), 2)}
 
 
 @pytest.mark.parametrize("dim", [2, 3])
+@pytest.mark.slow
 def test_gram_matrix_is_symmetric_positive_definite(dim, getkey):
     shape, coarsest = GRIDS[dim]
     net = MultilevelDCDMNet(

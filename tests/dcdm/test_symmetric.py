@@ -48,6 +48,7 @@ def test_generator_is_the_gram_matrix_of_a_linear_factor(getkey):
 
 @pytest.mark.filterwarnings("ignore::sciml.dcdm.PrecisionWarning")  # rtol=1e-14: k steps exactly
 @pytest.mark.parametrize("n_orthogonal", [1, 2])
+@pytest.mark.slow
 def test_dcdm_with_it_is_pcg(getkey, n_orthogonal):
     labels = make_scene(8, dim=2, seed=3, n_obstacles=1, free_surface=True)
     A = assemble(labels).toarray()

@@ -13,6 +13,7 @@ METHODS = {"dcdm", "cg", "jacobi", "ic0", "mic0", "amg"}
 
 
 @pytest.mark.parametrize("name", ["dcdm_poisson2d", "dcdm_poisson3d"])
+@pytest.mark.slow
 def test_tiny_config_trains_and_compares(name, tmp_path):
     config = run.load_config(f"{CONFIGS / name}.py:tiny")
     summary = run.main_from_config(config, tmp_path)
@@ -36,6 +37,7 @@ def test_tiny_config_trains_and_compares(name, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["symmetric", "multilevel"])
+@pytest.mark.slow
 def test_tiny_config_with_a_symmetric_model(kind, tmp_path):
     """The symmetric generators train with the A-norm loss (in [0, 1])."""
     config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
@@ -104,6 +106,7 @@ def test_multilevel_model_can_start_from_the_shipped_weights():
         make_model(config)
 
 
+@pytest.mark.slow
 def test_multilevel_model_can_start_from_a_finished_run(tmp_path):
     """`model.init` also takes a run directory of the task (how the shipped 2-D
     weights were fine-tuned from a 64² run): the run's trained model, exactly."""

@@ -37,6 +37,7 @@ def test_radial_spectrum_of_single_modes_and_parseval():
         radial_spectrum(np.zeros((4, 8)))
 
 
+@pytest.mark.slow
 def test_tiny_config_reports_every_size_and_model_and_resumes(tmp_path):
     config = run.load_config(f"{CONFIGS}/ns_turbulent.py:tiny")
     summary = run.main_from_config(config, tmp_path)
@@ -95,6 +96,7 @@ print(jax.device_count(), *out)
 """
 
 
+@pytest.mark.slow
 def test_mg_rows_get_their_memory_per_device_with_the_tiles_sharded():
     import os
     import subprocess

@@ -20,6 +20,7 @@ from sciml.training import read_metrics
 CONFIGS = Path(__file__).parents[2] / "experiments" / "configs"
 
 
+@pytest.mark.slow
 def test_online_heat_tiny_end_to_end(tmp_path):
     config = run.load_config(str(CONFIGS / "online_heat.py") + ":tiny")
     summary = run.main_from_config(config, tmp_path)

@@ -29,6 +29,7 @@ ERROR_BOUNDS = {
 
 
 @pytest.mark.parametrize("name", ["darcy_fno", "darcy_tfno", "ns_tfno", "ns_mgtfno"])
+@pytest.mark.slow
 def test_tiny_config_trains_and_reports(name, tmp_path):
     config = run.load_config(f"{CONFIGS / name}.py:tiny")
     summary = run.main_from_config(config, tmp_path)
@@ -52,6 +53,7 @@ def test_variants_change_only_the_model():
     )
 
 
+@pytest.mark.slow
 def test_compression_table_runs_and_resumes(tmp_path):
     config = run.load_config(f"{CONFIGS / 'ns_compression'}.py:tiny")
     with config.unlocked():

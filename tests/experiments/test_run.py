@@ -136,6 +136,7 @@ def test_command_line_error_is_one_line(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_online_flagship_tiny_end_to_end(tmp_path):
     """The main job's config, tiny: solver processes stream every planned step."""
     config = run.load_config(str(ROOT / "experiments" / "configs" / "online_ns_tfno.py") + ":tiny")

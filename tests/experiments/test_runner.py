@@ -129,6 +129,7 @@ def test_console_script_is_the_library_cli():
     assert getattr(__import__(module, fromlist=[name]), name) is cli
 
 
+@pytest.mark.slow
 def test_outside_config_and_task_run_resume_after_sigterm(tmp_path):
     config_file = _project(tmp_path / "project")
 

@@ -162,6 +162,7 @@ def test_a_signal_during_a_chunk_keeps_that_chunk(tmp_path, capsys, signum):
     assert "received; checkpointing when the chunk in progress" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_a_checkpoint_that_resumes(tmp_path):
     n = 400  # long enough to be mid-run when the signal comes
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

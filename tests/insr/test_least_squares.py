@@ -113,6 +113,7 @@ def test_gradient_rule_accepts_a_solve_that_hits_the_cap():
     assert 0 < float(ruled.stats["loss_ratio"]) < 1
 
 
+@pytest.mark.slow
 def test_overfitting_flag_fires_when_undersampled_not_when_well_sampled():
     problem = insr.Elasticity2D.scene("column")
     siren = insr.SIREN(2, 2, width=8, hidden_layers=1, omega0=3.0, key=jax.random.key(0))

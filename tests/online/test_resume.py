@@ -111,6 +111,7 @@ def wait_for_orphans_to_exit(workdir: Path) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_killed_trainer_resumes_to_the_parameters_of_an_uninterrupted_run(tmp_path):
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference_dir.mkdir()
@@ -133,6 +134,7 @@ def test_killed_trainer_resumes_to_the_parameters_of_an_uninterrupted_run(tmp_pa
     wait_for_orphans_to_exit(killed_dir)
 
 
+@pytest.mark.slow
 def test_killed_trainer_with_concurrent_solvers_accepts_each_id_once(tmp_path):
     workdir = tmp_path / "killed"
     workdir.mkdir()

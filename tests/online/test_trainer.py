@@ -111,6 +111,7 @@ def test_runs_of_a_finished_job_waiting_behind_a_full_buffer_are_not_solved_agai
     assert result.summary["jobs_started"] == 3 and result.summary["duplicates_dropped"] == 0
 
 
+@pytest.mark.slow
 def test_a_killed_solver_is_resubmitted_and_its_resent_steps_dropped(tmp_path):
     settings = {"marker_dir": str(tmp_path), "crash_after": 2, "mode": "kill"}
     result = train(make_study("crash_once", settings, runs_per_job=1), tmp_path / "run")
@@ -123,6 +124,7 @@ def test_a_killed_solver_is_resubmitted_and_its_resent_steps_dropped(tmp_path):
     assert result.summary["runs_done"] == N_RUNS and result.summary["runs_failed"] == 0
 
 
+@pytest.mark.slow
 def test_a_hung_solver_is_detected_by_its_timeout_and_resubmitted(tmp_path):
     settings = {"marker_dir": str(tmp_path), "crash_after": 1, "mode": "stop"}
     study = make_study("crash_once", settings, runs_per_job=1, timeout=3.0)
@@ -183,6 +185,7 @@ def test_every_rejection_reason_is_counted_in_the_summary_and_metrics_and_warned
     assert all(any(f"{reason}: " in line for line in lines) for reason in REJECT_REASONS)
 
 
+@pytest.mark.slow
 def test_a_run_that_always_fails_is_redrawn_after_max_attempts(tmp_path):
     study = make_study("always_crash", runs_per_job=1, max_attempts=2)
     result = train(study, tmp_path)

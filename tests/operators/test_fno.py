@@ -279,6 +279,7 @@ def test_domain_padding_widths_and_shape():
     assert eqx.filter_jit(model)(jnp.ones((1, 8, 12))).shape == (2, 8, 12)
 
 
+@pytest.mark.slow
 def test_learns_the_heat_operator():
     """A 1-D FNO learns u0 -> u(T) of the periodic heat equation (a Fourier multiplier)."""
     n, modes, kappa_t = 32, 4, 0.005

@@ -3,12 +3,15 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from experiments import run
 
 
 CONFIG = str(Path(__file__).parents[2] / "experiments" / "configs" / "char_lm.py")
 
 
+@pytest.mark.slow
 def test_char_lm_tiny_trains_identically_in_both_modes(tmp_path):
     config = run.load_config(CONFIG + ":tiny")
     summary = run.main_from_config(config, tmp_path)

@@ -45,6 +45,7 @@ def _params(path):
     return [data[k] for k in sorted(data.files) if k.startswith("arr_")], int(data["step"])
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
     _run_script(tmp_path / "straight", tmp_path / "straight.npz")
 
