@@ -16,14 +16,14 @@ if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=4"
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-# JAX's persistent compilation cache is left off (JAX's default): with it on,
-# in a fresh folder per run shared by both workers, tests/experiments took 331 s
-# instead of 288 s (-n 2, XLA at -O0; 366 s against 345 s with XLA's
-# optimizations on). Few programs recur across tests, and writing every
-# executable to disk cost more than reading back the few that do; within a
-# worker, jax's in-memory cache already compiles a recurring program once.
-# JAX_COMPILATION_CACHE_DIR=<folder> turns it on for a run (the per-test records
-# below then count its hits).
+# JAX's persistent compilation cache is left off (JAX's default); measured on
+# two workers, XLA at -O0, it saved nothing: reading a compiled program back
+# costs about what compiling it at -O0 does. tests/pararnn took 66 s without
+# it, 70 and 73 s with a fresh cache folder per worker; tests/experiments took
+# 288 s without it and 331 s with one folder shared by both workers (which
+# needs JAX's file lock, set by a size cap: without it a worker once read a
+# half-written entry of the other). JAX_COMPILATION_CACHE_DIR=<folder> turns it
+# on for a run (the per-test records below then count its hits).
 
 # XLA compiles with most optimizations off (LLVM at -O0), as JAX's own test
 # suite does: most tests compile many small programs and run each a few times,
@@ -85,13 +85,6 @@ if _TIMES_FILE:
         }
         with open(_TIMES_FILE, "a") as f:
             f.write(json.dumps(record) + "\n")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Runs the tests marked `slow` first, in their collected order: under
-    several workers the long ones then start while short ones fill the other
-    worker, instead of one starting last and running alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture
