@@ -38,6 +38,7 @@ def test_online_heat_tiny_end_to_end(tmp_path):
         assert (tmp_path / "plots" / name).is_file(), name
 
 
+@pytest.mark.slow
 def test_online_vs_offline_tiny_end_to_end(tmp_path):
     config = run.load_config(str(CONFIGS / "online_vs_offline.py") + ":tiny")
     summary = run.main_from_config(config, tmp_path)

@@ -88,6 +88,7 @@ class StopAfter(ChunkedRun):
         return super().run(state, key, interrupted, **kwargs)
 
 
+@pytest.mark.slow
 def test_chunks_match_a_step_by_step_loop():
     n = 5
     field, integrator, problem = setup()
