@@ -22,7 +22,7 @@ run: $(STAMP)
 # The whole suite, slow tests included, on every core (pytest-xdist; one
 # worker per core measured fastest on the 2-core CI machine). The Slurm module
 # stays on one worker (`--dist loadgroup`). FAST=1 leaves out the tests marked
-# slow; TEST_WORKERS=1 runs in one process. See CONTRIBUTING.md.
+# slow; TEST_WORKERS=0 runs in this one process. See CONTRIBUTING.md.
 TEST_WORKERS ?= auto
 FAST ?=
 test: $(STAMP)
