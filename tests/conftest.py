@@ -23,7 +23,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # 288 s without it and 331 s with one folder shared by both workers (which
 # needs JAX's file lock, set by a size cap: without it a worker once read a
 # half-written entry of the other). JAX_COMPILATION_CACHE_DIR=<folder> turns it
-# on for a run (the per-test records below then count its hits).
+# on for a run.
 
 # XLA compiles with most optimizations off (LLVM at -O0), as JAX's own test
 # suite does: most tests compile many small programs and run each a few times,
@@ -45,17 +45,15 @@ jax.config.update("jax_enable_x64", True)
 # line to <file>: "nodeid", "seconds" (setup, call and teardown), "worker",
 # "finished" (Unix time), and, in this process only (not in subprocesses a test
 # starts), "compile_seconds" (XLA's backend compilation), "trace_seconds"
-# (tracing and lowering to MLIR; nested jits may count twice), "cache_hits" and
-# "cache_saved_seconds" (programs read from the persistent compilation cache and
-# the compile time that saved). `python tests/durations.py <file>` tables them.
+# (tracing and lowering to MLIR; nested jits may count twice).
+# `python tests/durations.py <file>` tables them.
 _TIMES_FILE = os.environ.get("SCIML_TEST_TIMES")
 _CLOCKS = {
     "/jax/core/compile/backend_compile_duration": "compile_seconds",
     "/jax/core/compile/jaxpr_trace_duration": "trace_seconds",
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "trace_seconds",
-    "/jax/compilation_cache/compile_time_saved_sec": "cache_saved_seconds",
 }
-_counters = dict.fromkeys([*_CLOCKS.values(), "cache_hits"], 0.0)
+_counters = dict.fromkeys(_CLOCKS.values(), 0.0)
 
 
 def _count_duration(event: str, duration: float, **_) -> None:
@@ -63,14 +61,8 @@ def _count_duration(event: str, duration: float, **_) -> None:
         _counters[_CLOCKS[event]] += duration
 
 
-def _count_event(event: str, **_) -> None:
-    if event == "/jax/compilation_cache/cache_hits":
-        _counters["cache_hits"] += 1
-
-
 if _TIMES_FILE:
     jax.monitoring.register_event_duration_secs_listener(_count_duration)
-    jax.monitoring.register_event_listener(_count_event)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):

@@ -4,9 +4,8 @@
     SCIML_TEST_TIMES=times.jsonl make test
     .venv/bin/python tests/durations.py times.jsonl [--slowest 30]
 
-Prints Markdown: the totals (wall, XLA compilation, tracing, what the
-persistent compilation cache saved), the seconds per test directory, and the
-slowest tests with their compile share. Each record's
+Prints Markdown: the totals (wall, XLA compilation, tracing), the seconds per
+test directory, and the slowest tests with their compile share. Each record's
 `seconds` covers the test's setup, call and teardown, so a module-scoped
 fixture is charged to the first test that uses it. Under several workers the
 seconds add up to more than the wall time of the run.
@@ -39,13 +38,9 @@ def report(records: list[dict], slowest: int) -> str:
     wall = sum(r["seconds"] for r in records)
     compile_s = sum(r["compile_seconds"] for r in records)
     trace_s = sum(r["trace_seconds"] for r in records)
-    hits = sum(r.get("cache_hits", 0) for r in records)
-    saved = sum(r.get("cache_saved_seconds", 0) for r in records)
     out = [
         f"{len(records)} tests, {wall:.0f} s in tests: XLA compilation {compile_s:.0f} s "
-        f"({compile_s / wall:.0%}), tracing and lowering {trace_s:.0f} s ({trace_s / wall:.0%}); "
-        f"{hits:.0f} programs read from the persistent compilation cache, "
-        f"saving {saved:.0f} s of compilation (in the test processes).",
+        f"({compile_s / wall:.0%}), tracing and lowering {trace_s:.0f} s ({trace_s / wall:.0%}).",
         "",
     ]
     by_dir = collections.defaultdict(lambda: [0, 0.0, 0.0])
