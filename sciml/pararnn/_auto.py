@@ -18,6 +18,7 @@ from ._sequential import Sequential
 from ._solvers import (
     AbstractSolver,
 )
+from ._structure import check_structure_type
 
 
 # Where Newton is faster than sequential evaluation, per backend and structure
@@ -72,7 +73,15 @@ class Auto(AbstractSolver):
             )
 
     def uses_newton(self, length: int, state_size: int, structure: AbstractStructure) -> bool:
-        """Whether a call on `length` steps of a state of `state_size` runs `newton`."""
+        """Whether a call on `length` steps of a state of `state_size` runs `newton`.
+
+        **Raises:** `ValueError` unless `length` and `state_size` are positive
+        ints and `structure` is a structure module (`Diagonal()`, `Block(k)`,
+        `Dense()`).
+        """
+        check_positive_int("length", length)
+        check_positive_int("state_size", state_size)
+        check_structure_type(structure)
         table = CROSSOVERS if self.crossovers is None else {b: dict(k) for b, k in self.crossovers}
         entry = table.get(self.backend or jax.default_backend(), {}).get(structure.kind)
         if entry is None:
@@ -83,7 +92,8 @@ class Auto(AbstractSolver):
         return max_batch_state is None or self.batch_size * state_size <= max_batch_state
 
     def select(self, length: int, state_size: int, structure: AbstractStructure) -> AbstractSolver:
-        """The solver a call on `length` steps runs."""
+        """The solver a call on `length` steps runs (arguments checked as in
+        `uses_newton`)."""
         if self.uses_newton(length, state_size, structure):
             return self.newton
         return Sequential()

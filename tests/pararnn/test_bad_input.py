@@ -10,11 +10,13 @@ callback compiled into the layer.
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import pytest
 
 from sciml.pararnn import (
     RNN,
+    Auto,
     DampedNewton,
     Newton,
     ParaGRU,
@@ -24,7 +26,7 @@ from sciml.pararnn import (
     kalman_filter_means,
     solve_recurrence,
 )
-from sciml.recurrence import Diagonal
+from sciml.recurrence import Dense, Diagonal
 
 
 def _model(rng_key=0):
@@ -116,3 +118,35 @@ def test_non_finite_input_under_jit_is_not_checked_on_the_host():
     ys = eqx.filter_jit(layer)(xs)
     assert np.all(np.isfinite(ys[:4])) and not np.any(np.isfinite(ys[4:]))
     assert "callback" not in str(jax.make_jaxpr(layer)(jnp.ones((9, 3))))
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((-5, 4, Diagonal()), "`length` must be a positive integer, got -5"),
+        ((0, 4, Diagonal()), "`length` must be a positive integer, got 0"),
+        ((2048.0, 4, Diagonal()), "`length` must be a positive integer, got 2048.0"),
+        ((2048, 0, Diagonal()), "`state_size` must be a positive integer, got 0"),
+        ((2048, 4, "diagonal"), "structure must be one of Diagonal"),
+    ],
+)
+def test_auto_select_refuses_a_length_that_is_not_a_positive_int(args, match):
+    # (run as a user without the suite's runtime type checker, which would reject
+    # the float and the string first)
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        _check_auto_select(args, match)
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+
+
+def _check_auto_select(args, match):
+    # Before: Auto().select(-5, ...) returned a solver as if -5 steps were a length.
+    for method in (Auto().select, Auto().uses_newton):
+        with pytest.raises(ValueError, match=match):
+            method(*args)
+    # valid calls: the measured CPU table sends 2048 steps of a diagonal state of 4
+    # to Newton and a dense one (not in the CPU table) to Sequential
+    auto = Auto(backend="cpu")
+    assert auto.select(2048, 4, Diagonal()) is auto.newton
+    assert isinstance(auto.select(2048, 4, Dense()), Sequential)
