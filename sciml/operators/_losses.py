@@ -7,7 +7,11 @@ have exactly `d + 2` axes: one sample `(channels, *grid)` or a batch without a
 channel axis is refused (add the missing axis with `x[None]` or
 `x[:, None]`). A channel-last batch `(batch, *grid, channels)` has the same
 number of axes, so pass `channels=` to have it refused as well (the error says
-how to move the axis). The relative error is taken per (sample, channel) over
+how to move the axis). Without `channels=`, `h1_loss` still refuses the usual
+case, one to two channels last, on periodic grids: its central differences need
+at least 3 points per grid axis, so a last "grid" axis of 1 or 2 points is an
+error (3 or more channels last pass unnoticed; `channels=` catches those).
+The relative error is taken per (sample, channel) over
 the `d` grid axes, then reduced over samples and channels (`"sum"`, `"mean"`
 or `"none"`).
 """
@@ -153,7 +157,9 @@ def h1_loss(
 
     Derivatives are central differences with `h_j = domain_length_j / N_j`,
     periodic by default (set `periodic=False` for non-periodic data such as
-    Darcy flow; the boundary then uses one-sided differences). The terms are not
+    Darcy flow; the boundary then uses one-sided differences). Periodic grid
+    axes need >= 3 points (on fewer the difference is identically zero), which
+    also refuses a channel-last batch with 1 or 2 channels. The terms are not
     weighted, so at high resolution the gradient term dominates.
 
     Matches neuraloperator's `H1Loss` of version 1.0 (`neuralop` 1.0.x, whose
@@ -182,6 +188,17 @@ def h1_loss(
         raise ValueError(
             f"h1_loss: non-periodic differences with `edge_order={edge_order}` need "
             f">= {edge_order + 1} points per axis, got {grid}."
+        )
+    if periodic and min(grid) < 3:
+        # on 1 or 2 points the two neighbours coincide and the derivative is 0
+        hint = (
+            " The channel axis looks last: move it with `jnp.moveaxis(x, -1, 1)`."
+            if grid[-1] < 3
+            else ""
+        )
+        raise ValueError(
+            f"h1_loss: periodic central differences need >= 3 points per grid axis, got "
+            f"grid {grid} of `(batch, channels, *grid)` shape {pred.shape}.{hint}"
         )
     axes = tuple(range(pred.ndim - d, pred.ndim))
     err = pred - true

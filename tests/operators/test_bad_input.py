@@ -70,6 +70,43 @@ def test_channel_last_batch_is_refused(fields, loss):
         loss(*last, d=2, channels=2)
 
 
+def _h1_reference(pred, true, h):
+    """Periodic relative H1 per (sample, channel) by loops over the grid points."""
+    p, t = np.asarray(pred, float), np.asarray(true, float)
+
+    def sq(f):  # one 2-D field: values and central differences, point by point
+        n0, n1 = f.shape
+        total = 0.0
+        for i in range(n0):
+            for j in range(n1):
+                d0 = (f[(i + 1) % n0, j] - f[i - 1, j]) / (2 * h)
+                d1 = (f[i, (j + 1) % n1] - f[i, j - 1]) / (2 * h)
+                total += f[i, j] ** 2 + d0**2 + d1**2
+        return total
+
+    return sum(
+        np.sqrt(sq(p[b, c] - t[b, c])) / np.sqrt(sq(t[b, c]))
+        for b in range(p.shape[0])
+        for c in range(p.shape[1])
+    )
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_h1_refuses_a_channel_last_batch_without_channels(fields, channels):
+    # Before: h1_loss on the channel-last batch (4, 16, 16, 2) without `channels=`
+    # read a (16, 2) grid, on whose 2-point axis the periodic difference is 0, and
+    # returned 0.2998 (mean) for the channel-first 0.2979: a plausible wrong number.
+    pred, true = (f[:, :channels] for f in fields)
+    np.testing.assert_allclose(
+        h1_loss(pred, true, d=2, eps=0.0), _h1_reference(pred, true, 1 / 16), rtol=1e-10
+    )  # agrees exactly in float64 (difference 0.0 measured)
+    last = (jnp.moveaxis(pred, 1, -1), jnp.moveaxis(true, 1, -1))
+    with pytest.raises(ValueError, match=r">= 3 points per grid axis.*looks last: move it"):
+        h1_loss(*last, d=2)
+    # the smallest periodic grid with a non-zero difference still passes
+    h1_loss(pred[..., :3], true[..., :3], d=2)
+
+
 @pytest.mark.parametrize("loss", [relative_lp_loss, h1_loss])
 def test_unbatched_sample_is_refused(fields, loss):
     # Before: one sample (2, 16, 16) was read as a batch of 2 with 16 channels.
