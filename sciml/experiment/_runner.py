@@ -7,7 +7,8 @@
 command.) Writes `config.json`, `source.json`, `metrics.jsonl`, `checkpoints/`,
 `plots/*.png` and `summary.json` under `runs/<name>/<timestamp>/` (or
 `--workdir DIR`). A run directory that already holds checkpoints of the same
-experiment is resumed from the latest one. `--resume RUN_DIR` calls the recorded
+experiment is resumed from the latest one (a `train.steps` below the
+checkpoint's step is refused; one equal to it trains nothing and evaluates). `--resume RUN_DIR` calls the recorded
 config's `get_config` again with the recorded overrides plus the new ones, so
 linked fields (a schedule's `decay_steps`) follow a raised `train.steps`. Every
 check on the config (file, `get_config`, keys, value types and values, the
@@ -127,6 +128,7 @@ def main_from_config(config: ml_collections.ConfigDict, workdir: str | Path) -> 
     Writes `config.json` (and `source.json` when the config was loaded from a
     file or module) before the task starts.
     """
+    from sciml.training import ResumePastEndError
     from sciml.training._metrics import to_python
 
     validate(config)
@@ -141,6 +143,9 @@ def main_from_config(config: ml_collections.ConfigDict, workdir: str | Path) -> 
         (workdir / SOURCE_FILE).write_text(json.dumps(source.to_json(), indent=2) + "\n")
     try:
         summary = to_python(module.train_and_evaluate(config, workdir))
+    except ResumePastEndError as error:
+        before.put_back_if_no_new_checkpoint()
+        raise ConfigError(_past_end(config, workdir, error)) from error
     except Exception as error:
         if before.resumed and before.put_back_if_no_new_checkpoint():
             raise ConfigError(
@@ -151,6 +156,19 @@ def main_from_config(config: ml_collections.ConfigDict, workdir: str | Path) -> 
         raise
     (workdir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def _past_end(config: ml_collections.ConfigDict, workdir: Path, error: Exception) -> str:
+    """What to do about a run resumed with fewer steps than its checkpoint holds."""
+    if config.train.steps != error.steps:  # a task's own step count: fit's message names it
+        return f"{workdir}: {error}"
+    return (
+        f"{workdir} holds a checkpoint at step {error.checkpoint_step}, past train.steps = "
+        f"{error.steps}: a run cannot train back to fewer steps. To train on, resume with a "
+        f"larger train.steps: --resume {workdir} --config.train.steps=<more than "
+        f"{error.checkpoint_step}>; the trained model is read as it is with "
+        "sciml.experiment.load_run. The directory is left as it was."
+    )
 
 
 def _one_line(error: BaseException, n: int = 300) -> str:

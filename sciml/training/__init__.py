@@ -14,6 +14,7 @@ from ._fit import (
     FitResult as FitResult,
     NonFiniteBatchError as NonFiniteBatchError,
     NonFiniteLossError as NonFiniteLossError,
+    ResumePastEndError as ResumePastEndError,
     fit as fit,
     sigterm_as_interrupt as sigterm_as_interrupt,
 )

@@ -51,6 +51,22 @@ class NonFiniteLossError(FloatingPointError):
     """Training produced a NaN or Inf loss or gradient."""
 
 
+class ResumePastEndError(ValueError):
+    """`fit` was asked for fewer `steps` than its run directory's checkpoint
+    already holds: a run cannot train back, and returning the later model as
+    if it had `steps` steps would mislabel it. Carries `steps`,
+    `checkpoint_step` and `directory` (the checkpoint folder)."""
+
+    def __init__(self, steps: int, checkpoint_step: int, directory: Path):
+        self.steps, self.checkpoint_step, self.directory = steps, checkpoint_step, directory
+        super().__init__(
+            f"`steps` is {steps}, but {directory} holds a checkpoint at step "
+            f"{checkpoint_step}: a run cannot train back to fewer steps. To train on, give "
+            f"`steps` > {checkpoint_step}; to use the model as it is, read it with "
+            "`sciml.training.restore_model`; to train anew, use another `workdir`."
+        )
+
+
 class NonFiniteBatchError(NonFiniteLossError, ValueError):
     """`batch_fn` returned a batch holding NaN or Inf (a `ValueError` about the
     data, and a `NonFiniteLossError` for code that guards training as a whole)."""
@@ -236,8 +252,10 @@ def fit(
     SIGTERM), metrics to `workdir/metrics.jsonl`. If `workdir/checkpoints`
     already holds checkpoints, training resumes from the latest one (printing
     `resuming from step N of M`); the metric lines logged after that checkpoint
-    are dropped and recomputed, and a finished run called again writes no new
-    lines. `fingerprint` names the run; a checkpoint folder written by another
+    are dropped and recomputed, and a finished run called again (checkpoint at
+    `steps`) trains nothing, says so, evaluates and writes no new lines. A
+    checkpoint past `steps` raises `ResumePastEndError`: a run cannot train
+    back. `fingerprint` names the run; a checkpoint folder written by another
     run is refused. `run_config` (JSON data) is stored in each checkpoint's
     metadata, so the model can be rebuilt from the run directory.
 
@@ -287,13 +305,23 @@ def fit(
             run_config=settings.run_config,
         )
         writer = MetricsWriter(workdir / "metrics.jsonl")
-        if checkpointer.latest_step() is not None:
+        latest = checkpointer.latest_step()
+        if latest is not None and latest > steps:
+            checkpointer.close()
+            raise ResumePastEndError(steps, latest, workdir / "checkpoints")
+        if latest is not None:
             model, opt_state, key, start = checkpointer.restore(model, opt_state)
             if extra_state is not None:
                 extra_state.restore(checkpointer.restore_extra(start))
             writer.truncate_after(start)
             metrics.update(_resumed_metrics(writer, start))
-            print(f"{description}: resuming from step {start} of {steps}", file=sys.stderr)
+            note = (
+                ": the run is finished, nothing is left to train (the saved model is evaluated "
+                "again); give a larger `steps` to train on"
+                if start == steps
+                else ""
+            )
+            print(f"{description}: resuming from step {start} of {steps}{note}", file=sys.stderr)
 
     train_step = make_train_step(loss_fn, optimizer, check_batch=bool(settings.check_batch))
     pending = _Pending()

@@ -53,12 +53,13 @@ def run_copy(finished_run, tmp_path):
 )
 def test_failed_resume_leaves_the_directory_byte_identical(run_copy, override, capsys):
     before = tree_hash(run_copy)
-    assert main(["--resume", str(run_copy), override, "--config.train.steps=80"]) == 2
+    # more steps than the checkpoint's 300, so that the override is what fails
+    assert main(["--resume", str(run_copy), override, "--config.train.steps=320"]) == 2
     err = capsys.readouterr().err
     assert "error: " in err and "Traceback" not in err, err
     assert tree_hash(run_copy) == before
     # and it still resumes
-    assert main(["--resume", str(run_copy), "--config.train.steps=80"]) == 0
+    assert main(["--resume", str(run_copy)]) == 0
 
 
 def test_train_seconds_add_up_across_resumes(run_copy):
@@ -71,3 +72,20 @@ def test_train_seconds_add_up_across_resumes(run_copy):
     second = json.loads((run_copy / "summary.json").read_text())
     assert second["steps"] == first["steps"] + 20
     assert 1000.0 < second["train_seconds"] < 1000.0 + 600
+
+
+def test_resume_below_the_checkpoint_step_is_refused(run_copy, capsys):
+    # Before: the step-300 model came back as the result of a 100-step run,
+    # with only an info line ("resuming from step 300 of 100").
+    before = tree_hash(run_copy)
+    assert main(["--resume", str(run_copy), "--config.train.steps=100"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert "checkpoint at step 300, past train.steps = 100" in err
+    assert f"--resume {run_copy} --config.train.steps=<more than 300>" in err
+    assert tree_hash(run_copy) == before
+    # the same steps: the run is finished, nothing is trained, and it says so
+    assert main(["--resume", str(run_copy)]) == 0
+    assert "step 300 of 300: the run is finished, nothing is left to train" in (
+        capsys.readouterr().err
+    )

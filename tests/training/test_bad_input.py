@@ -13,6 +13,7 @@ import pytest
 from sciml.training import (
     NonFiniteBatchError,
     NonFiniteLossError,
+    ResumePastEndError,
     TrainSettings,
     fit,
     make_optimizer,
@@ -90,6 +91,20 @@ def test_non_integer_steps_are_refused(untyped, steps):
     # Before: `steps=2.5` ran 3 steps.
     with pytest.raises(ValueError, match="`steps` must be an integer >= 0"):
         _fit(steps=steps)
+
+
+def test_resume_past_steps_is_refused_and_a_finished_run_says_so(tmp_path, capsys):
+    # Before: a checkpoint at step 4 resumed with `steps=2` returned the step-4
+    # model as the result of a 2-step run, with only "resuming from step 4 of 2".
+    _fit(steps=4, workdir=tmp_path, checkpoint_every=2)
+    with pytest.raises(ValueError, match=r"`steps` is 2, but .* checkpoint at step 4") as info:
+        _fit(steps=2, workdir=tmp_path)
+    assert isinstance(info.value, ResumePastEndError) and info.value.checkpoint_step == 4
+    capsys.readouterr()
+    assert _fit(steps=4, workdir=tmp_path).step == 4  # finished: trains nothing, says so
+    assert "resuming from step 4 of 4: the run is finished, nothing is left to train" in (
+        capsys.readouterr().err
+    )
 
 
 def test_non_finite_batch_stops_training_and_names_the_step():
