@@ -18,6 +18,18 @@ def _shifted(x, axis, shift):
     return jnp.take(p, jnp.arange(1 + shift, 1 + shift + x.shape[axis]), axis=axis)
 
 
+def _check_float(x):
+    """`x` as an array; a `TypeError` unless it is floating point: an integer
+    field would be multiplied in integer arithmetic, and `A x` truncated."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        raise TypeError(
+            f"`x` must be a floating-point array (float32 or float64), got dtype {x.dtype}; "
+            "convert it, e.g. `x.astype(jnp.float32)`."
+        )
+    return x
+
+
 def _apply(fluid, diag, x):
     x = x * fluid
     out = diag * x
@@ -32,8 +44,10 @@ def apply_poisson(
 ) -> Float[Array, "*grid"]:
     """`A x` for the label grid `labels` (traceable: `labels` may be a JAX
     array), without forming `A`. `x` lives on the grid; the result is zero at
-    non-fluid cells, and values of `x` there are ignored."""
+    non-fluid cells, and values of `x` there are ignored. `x` must be floating
+    point (a `TypeError` otherwise)."""
     labels = jnp.asarray(labels)
+    x = _check_float(x)
     if labels.shape != jnp.shape(x) or labels.ndim not in (2, 3):
         raise ValueError(
             f"labels and x must be 2-D or 3-D grids of one shape, got {labels.shape} and "
@@ -49,7 +63,8 @@ class PoissonOperator(eqx.Module):
     """The voxel Poisson matrix as a matrix-free JAX operator.
 
     Built once from a label grid (numpy); `op(x)` applies `A` to a field `x` of
-    the grid's shape (one sample; `jax.vmap` over a batch) in the dtype of `x`.
+    the grid's shape (one sample; `jax.vmap` over a batch) in the dtype of `x`,
+    which must be floating point (a `TypeError` otherwise).
     Equal to `solvers.poisson.assemble(labels) @ x.ravel()`.
 
     **Arguments:** `labels`: `(n, n)` or `(n, n, n)` FLUID/SOLID/AIR grid.
@@ -68,6 +83,7 @@ class PoissonOperator(eqx.Module):
         return tuple(self.fluid.shape)
 
     def __call__(self, x: Float[Array | np.ndarray, "*grid"]) -> Float[Array, "*grid"]:
+        x = _check_float(x)
         if jnp.shape(x) != self.fluid.shape:
             raise ValueError(f"x must have the grid shape {self.fluid.shape}, got {jnp.shape(x)}.")
         return _apply(self.fluid.astype(x.dtype), self.diag.astype(x.dtype), x)

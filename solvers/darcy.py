@@ -159,7 +159,13 @@ def solve(a: np.ndarray, f: float | np.ndarray = 1.0) -> np.ndarray:
     """
     matrix = assemble(a)
     s = np.shape(a)[0]
-    rhs = np.broadcast_to(np.asarray(f, dtype=float), (s, s))[1:-1, 1:-1].ravel()
+    f = np.asarray(f, dtype=float)
+    if f.shape not in ((), (s, s)):
+        raise ValueError(
+            f"`f` must be a number or an array of the node grid of `a` {(s, s)}, got shape "
+            f"{f.shape}."
+        )
+    rhs = np.broadcast_to(f, (s, s))[1:-1, 1:-1].ravel()
     u = np.zeros((s, s))
     u[1:-1, 1:-1] = spla.spsolve(matrix.tocsc(), rhs).reshape(s - 2, s - 2)
     return u

@@ -50,6 +50,42 @@ def test_non_finite_inputs_are_refused_at_the_entry_points():
         ns.NavierStokes(16, dtype=jnp.float64)(jnp.asarray(_poisoned((1, 16, 16))))
 
 
+@pytest.fixture
+def untyped():
+    """Runs the call as a user without the runtime type checker would: the suite's
+    jaxtyping hook would otherwise reject the wrongly typed argument (with a
+    `TypeError` of its own) before the package's check can say what to do."""
+    import jaxtyping
+
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+
+
+def test_an_integer_field_is_refused_by_the_poisson_operator(untyped):
+    # Before: A x was computed in integer arithmetic (and returned as integers).
+    from solvers.poisson import PoissonOperator, apply_poisson
+
+    labels = np.zeros((4, 4), int)  # all FLUID
+    x = np.arange(16).reshape(4, 4)
+    with pytest.raises(TypeError, match=r"`x` must be a floating-point array .* got dtype int"):
+        PoissonOperator(labels)(x)
+    with pytest.raises(TypeError, match=r"`x` must be a floating-point array .* got dtype int"):
+        apply_poisson(labels, jnp.asarray(x))
+
+
+def test_darcy_right_hand_side_of_another_grid_names_f():
+    # Before: numpy's "operands could not be broadcast together with remapped shapes".
+    with pytest.raises(
+        ValueError,
+        match=r"`f` must be a number or an array of the node grid "
+        r"of `a` \(8, 8\), got shape \(6, 6\)",
+    ):
+        darcy.solve(np.ones((8, 8)), np.ones((6, 6)))
+
+
 def test_no_check_under_jit():
     # Traced values pass unchecked (no host callback in the compiled loop): the
     # NaN propagates, as documented.
