@@ -34,6 +34,7 @@ from ._hyperelastic import contact_residual, elastic_residual, inertia_residual
 from ._integrators import AbstractIntegrator
 from ._least_squares import LeastSquaresSolver
 from ._objective import StepObjective
+from ._problem import check_finite_weights
 from ._step_solver import float_dtype_of
 
 
@@ -85,6 +86,7 @@ class IncrementalPotential(AbstractIntegrator):
     def step(self, field, problem, t, dt, state=None, *, key):
         """One step; `state = (uⁿ⁻¹, steps taken)` from `init` or the previous step."""
         _check(problem, self.quasi_static)
+        check_finite_weights(field)
         if state is None:
             state = self.init(field, problem, t, dt)
         before, taken = state

@@ -24,12 +24,12 @@ import numpy as np
 from jax import lax
 from jaxtyping import PRNGKeyArray
 
-from .._checks import check_positive_finite, check_positive_int
+from .._checks import check_key, check_positive_finite, check_positive_int
 from .._custom_types import Real
 from ..solution import RESULTS, Solution, make_solution
 from ._integrators import check_supported
 from ._objective import InitialObjective
-from ._problem import AbstractProblem
+from ._problem import AbstractProblem, check_finite_weights
 from ._step_solver import AbstractStepSolver
 
 
@@ -89,6 +89,8 @@ def fit_initial(
     """
     _check_problem(problem)
     problem.check_field(field)
+    check_finite_weights(field, "field")
+    check_key("key", key)
     if not isinstance(solver, AbstractStepSolver):
         raise ValueError(
             f"`solver` must be a LeastSquaresSolver() or AdamSolver(), got {type(solver).__name__}."
@@ -152,6 +154,8 @@ def integrate(
     _check_problem(problem)
     check_supported(integrator, problem)
     problem.check_field(field0, "field0")
+    check_finite_weights(field0, "field0")
+    check_key("key", key)
     saveat = SaveAt() if saveat is None else saveat
     if not isinstance(saveat, SaveAt):
         raise ValueError(f"`saveat` must be a SaveAt, got {type(saveat).__name__}.")

@@ -28,7 +28,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from ..solution import Solution
 from ._least_squares import LeastSquaresSolver
 from ._objective import StepObjective
-from ._problem import AbstractProblem, Field
+from ._problem import AbstractProblem, Field, check_finite_weights
 from ._step_solver import AbstractStepSolver
 
 
@@ -61,7 +61,8 @@ class AbstractIntegrator(eqx.Module):
         *,
         key: PRNGKeyArray,
     ) -> tuple[Solution, Any]:
-        """One step from `field` (the weights at `t`) to `t + dt`.
+        """One step from `field` (the weights at `t`) to `t + dt`. Weights
+        holding NaN or Inf are refused with a `ValueError` (outside `jit`).
 
         **Returns:** `(solution, state)`: the `solver`'s
         [`Solution`][sciml.solution.Solution] (`value` the new field, `stats`
@@ -97,6 +98,7 @@ class AbstractPointwiseIntegrator(AbstractIntegrator):
 
     def step(self, field, problem, t, dt, state=None, *, key):
         """One step: the `solver`'s `Solution` of the residual's least squares, and `None`."""
+        check_finite_weights(field)
         objective = StepObjective(integrator=self, problem=problem, previous=field, t=t, dt=dt)
         return self.solver.solve(objective, field, key=key), None
 

@@ -21,8 +21,26 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._checks import check_finite
+
 
 Field = Callable[[Array], Array]
+
+
+def check_finite_weights(field: Any, name: str = "field") -> None:
+    """Raises `ValueError` naming `name` and the array if a floating-point
+    array of `field` holds NaN or Inf: a step started from such weights only
+    fails inside its solver, with a message that names neither. Traced
+    weights (inside `jit`) pass unchecked, as in `sciml._checks.check_finite`."""
+    params = eqx.filter(field, eqx.is_inexact_array)
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        try:
+            check_finite(f"{name}{jax.tree_util.keystr(path)}", leaf)
+        except ValueError as error:
+            raise ValueError(
+                f"the weights of `{name}` must be finite: {error} Re-initialise the field, "
+                "or look at the fit or step that produced it."
+            ) from None
 
 
 class AbstractProblem(eqx.Module):

@@ -42,7 +42,7 @@ from ._differential import gradient, laplacian
 from ._integrators import AbstractIntegrator
 from ._least_squares import LeastSquaresSolver
 from ._objective import AbstractObjective
-from ._problem import AbstractProblem, Field
+from ._problem import AbstractProblem, Field, check_finite_weights
 from ._projection import AbstractProjection, as_projection
 from ._step_solver import AbstractStepSolver
 
@@ -199,6 +199,7 @@ class Splitting(AbstractIntegrator):
 
     def step(self, field, problem, t, dt, state=None, *, key):
         """One splitting step: `(Solution(new velocity field, result, stats), new pressure)`."""
+        check_finite_weights(field)
         pressure = self.pressure if state is None else state
         pressure_solver = self.solver if self.pressure_solver is None else self.pressure_solver
         keys = iter(jax.random.split(key, 4))

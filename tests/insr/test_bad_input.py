@@ -3,6 +3,7 @@
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import pytest
 
@@ -16,6 +17,18 @@ def fourier_field():
 
 
 PROBLEM = insr.Advection1D(periodic=True)
+
+
+@pytest.fixture
+def untyped():
+    """Runs the call as a user without the runtime type checker would: the suite's
+    jaxtyping hook would otherwise reject a wrongly typed argument (with a
+    `TypeError` of its own) before the package's check can say what to do."""
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
 
 
 def test_unknown_integrator_and_problem():
@@ -53,6 +66,49 @@ def test_field_output_dimension_must_match():
             insr.AdamSolver(),
             key=jax.random.key(0),
         )
+
+
+def _poisoned(field, value=jnp.nan):
+    """`field` with one weight of its first floating-point array set to `value`."""
+    leaves, treedef = jax.tree_util.tree_flatten(field)
+    i = next(i for i, x in enumerate(leaves) if eqx.is_inexact_array(x))
+    leaves[i] = leaves[i].at[(0,) * leaves[i].ndim].set(value)
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def test_non_finite_initial_weights_are_refused_before_any_step():
+    # Before: optimistix's "Nonfinite values detected" from inside the first solve
+    # (integrate), or a failed step result with no word about the weights (step).
+    key = jax.random.key(0)
+    bad = _poisoned(fourier_field())
+    message = r"the weights of `{}` must be finite: `{}\.coefficients` must be finite, got 1 NaN"
+    with pytest.raises(ValueError, match=message.format("field0", "field0")):
+        insr.integrate(bad, insr.Midpoint(), PROBLEM, 0.0, 0.2, 0.1, key=key)
+    with pytest.raises(ValueError, match=message.format("field", "field")):
+        insr.fit_initial(bad, PROBLEM, insr.AdamSolver(), key=key)
+    with pytest.raises(ValueError, match=message.format("field", "field")):
+        insr.Midpoint().step(bad, PROBLEM, 0.0, 0.1, key=key)
+    # the two integrators with a step of their own
+    velocity, pressure = _flow_fields()
+    with pytest.raises(ValueError, match=r"weights of `field` must be finite: .* 0 NaN and 1 inf"):
+        insr.Splitting(pressure).step(
+            _poisoned(velocity, jnp.inf), insr.TaylorGreen2D(), 0.0, 0.1, key=key
+        )
+    elastic = insr.SIREN(2, 2, width=8, hidden_layers=1, key=key)
+    with pytest.raises(ValueError, match=r"weights of `field` must be finite: `field\.layers"):
+        insr.IncrementalPotential().step(
+            _poisoned(elastic), insr.Elasticity2D.scene("column"), 0.0, 0.05, key=key
+        )
+
+
+@pytest.mark.parametrize("key", [0, None, np.zeros(3, np.uint32)])
+def test_integrate_and_fit_initial_need_a_prng_key(untyped, key):
+    # Before: JAX's "invalid PRNG key data" / "unexpected PRNG key type".
+    message = r"`key` must be a JAX PRNG key such as `jax.random.key\(0\)`"
+    with pytest.raises(TypeError, match=message):
+        insr.integrate(fourier_field(), insr.Midpoint(), PROBLEM, 0.0, 0.2, 0.1, key=key)
+    with pytest.raises(TypeError, match=message):
+        insr.fit_initial(fourier_field(), PROBLEM, insr.AdamSolver(), key=key)
 
 
 def test_bad_solver_options():
