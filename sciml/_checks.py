@@ -179,6 +179,38 @@ def default_float_dtype(dtype: Any = None) -> np.dtype:
     return jnp.dtype(jnp.float64 if _jax().config.jax_enable_x64 else jnp.float32)
 
 
+def check_float_dtype(name: str, dtype: Any = None) -> np.dtype:
+    """`default_float_dtype(dtype)` if it is a real floating dtype; a `TypeError`
+    naming `name` otherwise (an int, bool or complex parameter dtype).
+
+    A 64-bit float while `jax_enable_x64` is off warns once, in these words,
+    and gives `float32` (what JAX would build, with a warning per array).
+    """
+    import warnings
+
+    import jax.numpy as jnp
+
+    try:
+        resolved = default_float_dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or not jnp.issubdtype(resolved, jnp.floating):
+        shown = dtype if resolved is None else resolved
+        _fail(
+            name, "a real floating dtype such as `jnp.float32` or `jnp.float64`", shown, TypeError
+        )
+    if resolved.itemsize == 8 and not _jax().config.jax_enable_x64:
+        warnings.warn(
+            f"`{name}={resolved}` needs 64-bit JAX: call "
+            "`jax.config.update('jax_enable_x64', True)` at startup (or set "
+            "JAX_ENABLE_X64=1); without it the parameters are float32.",
+            UserWarning,
+            stacklevel=3,
+        )
+        resolved = jnp.dtype(jnp.float32)
+    return resolved
+
+
 def default_complex_dtype() -> np.dtype:
     """`complex128` when `jax_enable_x64` is on, `complex64` otherwise."""
     import jax.numpy as jnp

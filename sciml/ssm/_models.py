@@ -237,7 +237,8 @@ class SequenceModel(eqx.Module):
         """One sequence `(L, d_input)` → `(d_output,)`, or `(L, d_output)` without pooling.
 
         A concrete (eager) `x` holding NaN or Inf raises `ValueError`; traced
-        inputs are not checked (see [`S4D`][sciml.ssm.S4D])."""
+        inputs are not checked (see [`S4D`][sciml.ssm.S4D]) unless the layers
+        are built with `ssm_kwargs={"check_finite": "always"}`."""
         x = self._check(x, 2)
         check_finite("x", x)
         h = _per_token(self.encoder, x)

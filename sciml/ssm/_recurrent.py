@@ -1,14 +1,15 @@
-"""`RecurrentSSM`: a discretised S4D or S5 layer for step mode, and the check
-that an input sequence is a real array (complex inputs get a message that
-says how to pass them)."""
+"""`RecurrentSSM`: a discretised S4D or S5 layer for step mode, and the input
+checks the layers share: a real array (complex inputs get a message that says
+how to pass them) of the layer's shape, and the `check_finite` option."""
 
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Complex, Float, Inexact
 
-from .._checks import check_finite
+from .._checks import check_choice, check_finite
 from ._scan import linear_recurrence, sequential_recurrence
 
 
@@ -40,6 +41,49 @@ def check_real_input(owner: str, name: str, u) -> Array:
     return u
 
 
+# `check_finite`: True checks concrete (eager) inputs on the host, False nothing,
+# "always" also traced inputs, with an `eqx.error_if` compiled into the layer.
+FINITE_CHECKS = (True, False, "always")
+
+
+def check_finite_option(value) -> bool | str:
+    """The `check_finite` option, checked at construction."""
+    if not (isinstance(value, bool) or value == "always"):
+        check_choice("check_finite", value, FINITE_CHECKS)  # raises, naming the choices
+    return value
+
+
+def check_sequence_shape(owner: str, name: str, u: Array, features: int) -> None:
+    """`u` of shape `(length, features)`; a transposed input gets a hint."""
+    if u.ndim == 2 and u.shape[-1] == features:
+        return
+    hint = ""
+    if u.ndim == 2 and u.shape[0] == features:
+        hint = f" It looks transposed, (features, length): pass `{name}.T`."
+    raise ValueError(
+        f"{owner}: input must have shape (length, features) with features={features}, got "
+        f"shape {u.shape} for `{name}`.{hint}"
+    )
+
+
+def check_finite_input(owner: str, name: str, u: Array, check: bool | str) -> Array:
+    """`u`, checked for NaN/Inf as `check` (the layer's `check_finite`) says: a
+    concrete `u` on the host when `check` is set; a traced one only with
+    `check="always"`, by `eqx.error_if` (which raises under `jit` too)."""
+    if not check:
+        return u
+    if isinstance(u, jax.core.Tracer):
+        if check != "always":
+            return u
+        return eqx.error_if(
+            u,
+            ~jnp.all(jnp.isfinite(u)),
+            f"{owner}: `{name}` must be finite, got NaN or Inf "
+            "(checked in compiled code: check_finite='always').",
+        )
+    return check_finite(name, u)
+
+
 class RecurrentSSM(eqx.Module):
     """A discretised S4D or S5 layer for step mode: `(Λ̄, B̄, C, D)` computed once.
 
@@ -47,8 +91,9 @@ class RecurrentSSM(eqx.Module):
     [`S5.recurrent`][sciml.ssm.S5.recurrent], so that autoregressive loops do not
     discretise again at every token. `step` and `init_state` are those of the
     layer; `__call__` runs the recurrence over a whole sequence. `check_finite`
-    is the layer's: a concrete (eager) input holding NaN or Inf raises
-    `ValueError`; traced inputs are not checked.
+    is the layer's: with `True` a concrete (eager) input holding NaN or Inf
+    raises `ValueError` and traced inputs are not checked; with `"always"`
+    traced inputs are checked too (see [`S4D`][sciml.ssm.S4D]).
     """
 
     Lambda_bar: Complex[Array, "..."]
@@ -57,18 +102,12 @@ class RecurrentSSM(eqx.Module):
     D: Float[Array, " features"]
     mimo: bool = eqx.field(static=True)
     scale: float = eqx.field(static=True)
-    check_finite: bool = eqx.field(static=True)
+    check_finite: bool | str = eqx.field(static=True)
 
     def _check_sequence(self, u) -> Array:
         u = check_real_input("RecurrentSSM", "u", u)
-        features = self.D.shape[0]
-        if u.ndim != 2 or u.shape[-1] != features:
-            raise ValueError(
-                f"RecurrentSSM: `u` must have shape (length, {features}), got {u.shape}."
-            )
-        if self.check_finite:
-            check_finite("u", u)
-        return u
+        check_sequence_shape("RecurrentSSM", "u", u, self.D.shape[0])
+        return check_finite_input("RecurrentSSM", "u", u, self.check_finite)
 
     def init_state(self) -> Complex[Array, "..."]:
         """Zero state: `(H, N/2)` (S4D) or `(P',)` (S5), complex."""
@@ -82,8 +121,7 @@ class RecurrentSSM(eqx.Module):
         u_t = check_real_input("RecurrentSSM.step", "u_t", u_t)
         if u_t.shape != (features,):
             raise ValueError(f"`u_t` must have shape ({features},), got {u_t.shape}.")
-        if self.check_finite:
-            check_finite("u_t", u_t)
+        u_t = check_finite_input("RecurrentSSM.step", "u_t", u_t, self.check_finite)
         if self.mimo:
             state = self.Lambda_bar * state + self.B_bar @ u_t.astype(self.B_bar.dtype)
             y = (self.C @ state).real

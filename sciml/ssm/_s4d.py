@@ -8,7 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
-from .._checks import default_float_dtype
 from ._diagonal import (
     _check_options,
     _check_step_rescale,
@@ -50,11 +49,17 @@ class S4D(_DiagonalSSM):
       clipped to `±b_clip` (reference `1`, `2`; `0.5`, `None` converges to
       HiPPO-LegS). Ignored by other inits.
     - `mode`: default evaluation path, `"conv"`, `"scan"` or `"recurrent"`.
-    - `check_finite`: raise a `ValueError` naming `u` when a concrete input
-      (an eager call) holds NaN or Inf. Inputs traced under `jit`, `vmap` or
-      `grad` are never checked (no host callback in compiled code): check a
-      batch once before the compiled step, as `sciml.training.fit` does.
-    - `dtype`: parameter dtype (default: JAX's default float).
+    - `check_finite`: `True` (default): raise a `ValueError` naming `u` when a
+      concrete input (an eager call) holds NaN or Inf; inputs traced under
+      `jit`, `vmap` or `grad` are not checked (no check in compiled code:
+      check a batch once before the compiled step, as `sciml.training.fit`
+      does). `"always"`: check traced inputs too, with an `eqx.error_if` in
+      the compiled layer, so a jitted call on NaN/Inf raises (an
+      `EquinoxRuntimeError` naming `u`); this is how a jitted caller gets the
+      check, at a cost (see the module docs). `False`: no check.
+    - `dtype`: real floating parameter dtype (default: JAX's default float);
+      a `TypeError` otherwise. `float64` needs `jax_enable_x64` (without it:
+      a warning, and float32).
     - `key`: PRNG key (for `C`, `D`, `log Δ`).
 
     Parameters: `C ~ CN(0, 1)` `(directions, H, N/2)`, `D ~ N(0, 1)` `(H,)`,
@@ -78,11 +83,13 @@ class S4D(_DiagonalSSM):
         b_scale: float = 1.0,
         b_clip: float | None = 2.0,
         mode: str = "conv",
-        check_finite: bool = True,
+        check_finite: bool | str = True,
         dtype=None,
         key: PRNGKeyArray,
     ):
-        _check_options(features, init, S4D_INITS, real_transform, mode, discretization)
+        dtype = _check_options(
+            features, init, S4D_INITS, real_transform, mode, discretization, check_finite, dtype
+        )
         _check_even(state_size, "state_size")
         if n_ssm < 1 or features % n_ssm:
             raise ValueError(f"n_ssm={n_ssm} must be a positive divisor of features={features}.")
@@ -91,7 +98,6 @@ class S4D(_DiagonalSSM):
                 f"init='diag' gives half the (Λ, B) copies S4D-Inv and half S4D-Lin, so it needs "
                 f"an even n_ssm; got n_ssm={n_ssm}."
             )
-        dtype = default_float_dtype(dtype)
         copies = []
         for i in range(n_ssm):
             name = ("inv" if i < n_ssm // 2 else "lin") if init == "diag" else init

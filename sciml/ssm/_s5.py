@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, PRNGKeyArray
 
-from .._checks import check_choice, default_float_dtype
+from .._checks import check_choice
 from ._diagonal import (
     C_INITS,
     _check_options,
@@ -76,14 +76,15 @@ class S5(_DiagonalSSM):
         C_init: str = "lecun",
         real_transform: str = "exp",
         mode: str = "scan",
-        check_finite: bool = True,
+        check_finite: bool | str = True,
         dtype=None,
         key: PRNGKeyArray,
     ):
-        _check_options(features, init, S5_INITS, real_transform, mode, discretization)
+        dtype = _check_options(
+            features, init, S5_INITS, real_transform, mode, discretization, check_finite, dtype
+        )
         check_choice("C_init", C_init, C_INITS)
         Lambda, V, V_inv = s5_init(init, state_size, blocks, conj_sym=conj_sym)
-        dtype = default_float_dtype(dtype)
         b_key, c_key, d_key, dt_key = jax.random.split(key, 4)
         P, modes = state_size, Lambda.shape[0]
         directions = 2 if bidirectional else 1

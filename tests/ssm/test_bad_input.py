@@ -143,3 +143,73 @@ def test_ssm_labels_with_optax_directly(getkey):
     # a tree of labels is a (callable) module: optax calls it; the error says what to do
     with pytest.raises(TypeError, match=r"pass the function `ssm_labels` \(not"):
         optax.multi_transform(transforms, ssm_labels(params)).init(params)
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+def test_transposed_input_is_refused_naming_u_and_the_shape(cls, getkey):
+    # (features, length) = (4, 12) for a layer of 4 features: the message says
+    # which axis is which and how to fix the call
+    layer = cls(4, 8, key=getkey())
+    u = jax.random.normal(getkey(), (12, 4))
+    match = (
+        r"input must have shape \(length, features\) with features=4, got shape \(4, 12\) "
+        r"for `u`\. It looks transposed, \(features, length\): pass `u.T`"
+    )
+    with pytest.raises(ValueError, match=match):
+        layer(u.T)
+    with pytest.raises(ValueError, match=match):
+        layer.recurrent()(u.T)
+    with pytest.raises(ValueError, match=r"features=4, got shape \(12, 5\) for `u`\.$"):
+        layer(jnp.ones((12, 5)))  # neither axis is the feature axis: no hint
+    # a square input (length == features) cannot be told apart: it runs, as documented
+    assert layer(jnp.ones((4, 4))).shape == (4, 4)
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+def test_check_finite_always_raises_under_jit(cls, getkey):
+    # Before: +Inf input under eqx.filter_jit gave NaN output and no error; the one
+    # flag check_finite="always" compiles the check into the layer.
+    key = getkey()
+    checked = cls(4, 8, check_finite="always", key=key)
+    unchecked = cls(4, 8, check_finite=False, key=key)  # the same parameters
+    u = jax.random.normal(getkey(), (12, 4))
+    bad = u.at[5, 1].set(jnp.inf)
+    jitted = eqx.filter_jit(lambda layer, u: layer(u))
+    # a finite input gives the numbers of the unchecked layer
+    np.testing.assert_array_equal(jitted(checked, u), jitted(unchecked, u))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=rf"{cls.__name__}: `u` must be finite"):
+        jitted(checked, bad)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`u` must be finite"):
+        eqx.filter_jit(jax.vmap(checked))(jnp.stack([u, bad]))
+    recurrent = checked.recurrent()
+
+    def steps(recurrent, u):
+        return jax.lax.scan(lambda s, u_t: recurrent.step(s, u_t), recurrent.init_state(), u)
+
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`u_t` must be finite"):
+        eqx.filter_jit(steps)(recurrent, bad)
+    # eager calls keep the host check and its count
+    with pytest.raises(ValueError, match="`u` must be finite, got 0 NaN and 1 infinite"):
+        checked(bad)
+    # the default compiles no check: NaN out, as the policy says
+    assert not np.all(np.isfinite(jitted(unchecked, bad)))
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+@pytest.mark.parametrize("bad", ["jit", "True", "never"])
+def test_check_finite_option_is_checked(cls, bad, getkey):
+    with pytest.raises(
+        ValueError, match=r"`check_finite` must be one of \(True, False, 'always'\)"
+    ):
+        cls(4, 8, check_finite=bad, key=getkey())
+
+
+@pytest.mark.parametrize("cls", [S4D, S5])
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.bool_, jnp.complex64, "float"])
+def test_non_floating_dtype_is_refused_at_construction(cls, dtype, getkey):
+    # Before: dtype=jnp.int32 failed inside jax.random.normal with JAX's message.
+    if dtype == "float":  # a valid spelling of float64: builds
+        assert cls(4, 8, dtype=dtype, key=getkey()).D.dtype == jnp.float64
+        return
+    with pytest.raises(TypeError, match="`dtype` must be a real floating dtype such as"):
+        cls(4, 8, dtype=dtype, key=getkey())
