@@ -63,8 +63,11 @@ with warnings.catch_warnings():
         not_positive_definite = (
             "a conjugate-direction solve (sciml.dcdm.solve) met a search direction p with "
             "pᵀAp <= 0: the operator is not positive definite (a sign error in apply_A, a "
-            "non-symmetric stencil, or boundary rows that break symmetry), or the system sits "
-            "at round-off. Check apply_A on random vectors: xᵀAx must be > 0."
+            "non-symmetric stencil, or boundary rows that break symmetry; check apply_A on "
+            "random vectors: xᵀAx must be > 0), or, if A is singular (a pure-Neumann or "
+            "periodic Poisson problem, a closed fluid region), b has a part outside its range: "
+            "pass null_space= (e.g. solvers.poisson.null_space(labels)) to project it; or the "
+            "system sits at round-off."
         )
         nonfinite_direction = (
             "sciml.dcdm.solve: the direction generator (argument `direction_fn`) returned NaN "

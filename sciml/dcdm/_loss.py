@@ -67,6 +67,39 @@ def a_norm_loss(
     return 1 - jnp.where(safe, qb**2 / jnp.where(safe, qAq * bx, 1), 0)
 
 
+def _traces(fns: tuple[Callable, ...], shape: tuple[int, ...], dtype) -> Exception | None:
+    """The error raised when tracing each of `fns` on one array of `shape`, or None."""
+    try:
+        for fn in fns:
+            jax.eval_shape(fn, jax.ShapeDtypeStruct(shape, dtype))
+    except Exception as error:  # noqa: BLE001 - reported by the caller, with the argument
+        return error
+    return None
+
+
+def _check_batch(direction_fn: Callable, apply_A: Callable, b: Array) -> None:
+    """Raises `ValueError` naming `b` unless `apply_A` and `direction_fn` take
+    one sample `b[i]`: a `b` without its batch axis is said to be one."""
+    shape, dtype = jnp.shape(b), jnp.result_type(b)
+    if len(shape) < 2:
+        raise ValueError(
+            f"`b` must be a batch of right-hand sides (batch, *grid), got shape {shape}."
+        )
+    error = _traces((apply_A, direction_fn), shape[1:], dtype)
+    if error is None:
+        return
+    if _traces((apply_A, direction_fn), shape, dtype) is None:
+        raise ValueError(
+            f"`b` must be a batch of right-hand sides (batch, *grid), got shape {shape}, which is "
+            f"one right-hand side of `apply_A` and `direction_fn`: add the batch axis, `b[None]`."
+        )
+    raise ValueError(
+        f"`b` must be a batch of right-hand sides (batch, *grid) whose samples {shape[1:]} "
+        f"`apply_A` and `direction_fn` take, but calling them on one raised "
+        f"{type(error).__name__}: {error}"
+    ) from error
+
+
 def dcdm_loss(
     direction_fn: Callable[[Array], Array],
     apply_A: Callable[[Array], Array],
@@ -82,12 +115,15 @@ def dcdm_loss(
       [`direction_fn`][sciml.dcdm.direction_fn]); its output is cast to the
       dtype of `b`.
     - `apply_A`: `x ↦ A x` on one sample.
-    - `b`: a batch of (unit-norm) right-hand sides.
+    - `b`: a batch of (unit-norm) right-hand sides, `(batch, *grid)`; a
+      `b` whose samples `b[i]` `apply_A` or `direction_fn` cannot take (one
+      right-hand side without its batch axis) is a `ValueError`.
     - `x_star`: the exact solutions `A⁻¹ b` of the batch (same shape as `b`),
       for the A-norm loss; None for the paper's loss.
 
     **Returns:** the mean loss, a scalar.
     """
+    _check_batch(direction_fn, apply_A, b)
     if x_star is not None and jnp.shape(x_star) != jnp.shape(b):
         raise ValueError(
             f"`x_star` must have the shape of `b` {jnp.shape(b)}, got {jnp.shape(x_star)}."

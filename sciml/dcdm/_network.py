@@ -275,6 +275,12 @@ def direction_fn(
     n_fluid = jnp.maximum(jnp.sum(fluid != 0), 1)
 
     def apply(r):
+        if jnp.shape(r) != fluid.shape:
+            raise ValueError(
+                f"this direction function was built for the grid of `fluid` {fluid.shape}, got "
+                f"a residual of shape {jnp.shape(r)}: build it with the `fluid` mask of the "
+                "grid of `b`."
+            )
         mask = fluid.astype(r.dtype)
         r = r * mask
         rms = jnp.sqrt(jnp.sum(r * r) / n_fluid)

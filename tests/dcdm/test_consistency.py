@@ -3,6 +3,7 @@ air, constant null vectors): detected, then projected with a warning or
 rejected, as asked; checked against the dense matrix and the indicator
 vectors written out here."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,3 +104,19 @@ def test_bad_null_space_arguments_raise_early():
         solve(op, jnp.asarray(b), IDENTITY, null_space=N[:, :-2])
     with pytest.raises(ValueError, match="`inconsistent` must be"):
         solve(op, jnp.asarray(b), IDENTITY, null_space=N, inconsistent="ignore")
+
+
+def test_not_positive_definite_from_an_inconsistent_rhs_points_to_null_space():
+    # Before: the message blamed the operator alone ("not positive definite: a sign
+    # error in apply_A ..."), though this A is fine and b is outside its range.
+    labels, b = closed_tank()
+    op, b = PoissonOperator(labels), jnp.asarray(b)
+    settings = dict(rtol=1e-8, max_steps=200)
+    assert solve(op, b, IDENTITY, throw=False, **settings).result == RESULTS.not_positive_definite
+    message = r"not positive definite .* or, if A is singular .* pass null_space= .* to project"
+    with pytest.raises(eqx.EquinoxRuntimeError, match=message):
+        solve(op, b, IDENTITY, **settings).value.block_until_ready()
+    # and what it says works
+    with pytest.warns(UserWarning, match="not in the range of `A`"):
+        fixed = solve(op, b, IDENTITY, null_space=null_space(labels), **settings)
+    assert fixed.result == RESULTS.successful

@@ -6,6 +6,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from sciml.dcdm import DCDMNet, PrecisionWarning, a_norm_loss, dcdm_loss, direction_fn, solve
 
@@ -95,3 +96,23 @@ def test_a_norm_loss_extremes_and_scale_invariance():
     np.testing.assert_allclose(dcdm_loss(zero, apply_A, b, x_star), 1.0, rtol=1e-15)
     base = dcdm_loss(lambda r: r, apply_A, b, x_star)
     np.testing.assert_allclose(dcdm_loss(lambda r: -7.5 * r, apply_A, b, x_star), base, rtol=1e-12)
+
+
+def test_b_without_its_batch_axis_is_named():
+    # Before: IndexError "Too many indices" from inside apply_A (vmap took the first
+    # grid axis for the batch), or a broadcast error from the network's mask.
+    _, b, apply_A = setup(n=8, batch=2)
+    net = DCDMNet(2, pairs=(1, 1, 1), key=jax.random.key(0))
+    f = direction_fn(net, jnp.ones((8, 8)))
+    one = r"`b` must be a batch of right-hand sides \(batch, \*grid\), got shape \(8, 8\), which "
+    with pytest.raises(ValueError, match=one + r"is one right-hand side .* `b\[None\]`"):
+        dcdm_loss(f, apply_A, b[0])
+    with pytest.raises(ValueError, match=one):
+        dcdm_loss(lambda r: r, apply_A, b[0])
+    with pytest.raises(ValueError, match=r"`b` must be a batch .* got shape \(64,\)"):
+        dcdm_loss(lambda r: r, apply_A, b[0].ravel())
+    # a batch on another grid than the direction's: both shapes named
+    other = jnp.ones((2, 4, 4))
+    with pytest.raises(ValueError, match=r"samples \(4, 4\) .* grid of `fluid` \(8, 8\)"):
+        dcdm_loss(f, lambda x: x, other)
+    assert np.isfinite(float(dcdm_loss(lambda r: r, apply_A, b)))  # the batch itself passes

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import signal
 
-from sciml.dcdm import DCDMNet, avg_pool2, direction_fn, label_channels, upsample2
+from sciml.dcdm import DCDMNet, avg_pool2, direction_fn, label_channels, solve, upsample2
 
 
 def count(model):
@@ -89,6 +89,24 @@ def test_bad_grids_fail_clearly(getkey):
         net2(jnp.ones((4, 8, 8)))
     with pytest.raises(ValueError, match="dim"):
         DCDMNet(4, key=getkey())
+
+
+def test_a_direction_or_operator_of_another_grid_is_named_by_solve(getkey):
+    # Before: "mul got incompatible shapes for broadcasting: (16, 16), (8, 8)" from
+    # inside the solve, naming neither the direction nor `b`.
+    net = DCDMNet(2, pairs=(1, 1, 1), key=getkey())
+    f = direction_fn(net, jnp.ones((8, 8)))
+    b = jnp.ones((16, 16))
+    with pytest.raises(
+        ValueError,
+        match=r"`direction_fn` must take an array of the shape of `b` \(16, 16\) .* built "
+        r"for the grid of `fluid` \(8, 8\), got a residual of shape \(16, 16\)",
+    ):
+        solve(lambda x: x, b, f)
+    with pytest.raises(
+        ValueError, match=r"`apply_A` must take an array of the shape of `b` \(16, 16\)"
+    ):
+        solve(lambda x: x * jnp.ones((8, 8)), b, lambda r: r)
 
 
 def test_direction_fn_masks_and_casts(getkey):
