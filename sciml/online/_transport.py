@@ -101,6 +101,9 @@ _HANDSHAKE_FAILED = (
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 )
+# What a client watches of its connection (TCP with CURVE): made, and its
+# handshake accepted or refused.
+_CLIENT_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | _HANDSHAKE_FAILED
 _POLL_MS = 100
 #: Seconds between two warning lines about rejected messages.
 WARNING_INTERVAL = 10.0
@@ -486,6 +489,14 @@ class SolverClient:
 
     As a context manager, an exception inside the block closes the run with
     status `"error: <type>: <message>"` (and propagates); otherwise `"ok"`.
+
+    The `TimeoutError` says why, as far as the client can tell: over TCP it
+    watches its connection, so it tells a trainer that refuses its CURVE
+    handshake (the two sides do not share the study's secret: the receiver
+    cuts the connection without a reply, and the client retries) from one it
+    cannot reach and from one that is connected but takes nothing. Over ipc a
+    message with another secret is delivered and rejected by its HMAC on the
+    trainer's side (counted as `auth` and warned about there), unseen here.
     """
 
     def __init__(
@@ -516,6 +527,12 @@ class SolverClient:
         self._socket.setsockopt(zmq.SNDHWM, sndhwm)
         self._socket.setsockopt(zmq.LINGER, self._linger_ms)
         secure_client_socket(self._socket, self._secret, self.address)
+        self._monitor = None
+        if _use_curve(self.address):
+            self._monitor = self._socket.get_monitor_socket(_CLIENT_EVENTS)
+        # what the monitor told so far: connections made, handshakes refused,
+        # whether the latest handshake was accepted
+        self._link = {"connected": 0, "refused": 0, "accepted": False}
         if send_timeout_ms is not None:
             self._socket.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
         self._socket.connect(self.address)
@@ -540,10 +557,51 @@ class SolverClient:
         try:
             self._socket.send(data, copy=copy)
         except zmq.Again:
-            raise TimeoutError(
-                f"run {self.run}: the trainer at {self.address} took no message for "
-                f"{self._send_timeout_ms / 1000:g} s; is it still running?"
-            ) from None
+            raise self._timeout(self._send_timeout_ms) from None
+
+    def _watch(self, wait_ms: int = 0) -> None:
+        """Reads the connection events queued by the monitor; with `wait_ms`,
+        waits up to that long for a handshake's outcome (accepted or refused)."""
+        if self._monitor is None or self._monitor.closed:
+            return
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            try:
+                event = parse_monitor_message(self._monitor.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                left_ms = 1000 * (deadline - time.monotonic())
+                if self._link["accepted"] or self._link["refused"] or left_ms <= 0:
+                    return
+                self._monitor.poll(max(1, round(left_ms)))
+                continue
+            if event["event"] == zmq.EVENT_CONNECTED:
+                self._link["connected"] += 1
+            elif event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._link["accepted"] = True
+            else:  # the trainer cut the connection during the handshake
+                self._link["refused"] += 1
+                self._link["accepted"] = False
+
+    def _timeout(self, ms: int) -> TimeoutError:
+        """The error of a message not taken within `ms`, with its likely cause."""
+        self._watch()
+        text = f"run {self.run}: the trainer at {self.address} took no message for {ms / 1000:g} s"
+        link = self._link
+        if self._monitor is not None and link["refused"] and not link["accepted"]:
+            # a CURVE server with other keys cannot open our hello: it closes
+            # the connection without a reply (no ZAP, so no error status)
+            text += (
+                f": it refused this process's connection {link['refused']} times at the "
+                "CURVE handshake, which fails when the two sides do not share the "
+                "study's secret. Check that this process was given the secret of the "
+                f"trainer's study (the environment variable {SECRET_ENV}, or the secret "
+                "file it reads), not one of another or an earlier study."
+            )
+        elif self._monitor is not None and not link["connected"]:
+            text += ": no connection to it could be made; is it still running?"
+        else:
+            text += "; is it still running?"
+        return TimeoutError(text)
 
     def close(self, status: str = CloseStatus.OK) -> None:
         """Sends the close message, then closes the socket, waiting up to
@@ -562,17 +620,21 @@ class SolverClient:
                 queued = False
         finally:
             start = time.monotonic()
-            self._socket.close(linger=self._linger_ms)
+            if self._monitor is not None:
+                # the context ends only once the monitor is closed: learn how
+                # the connection went first (within the linger)
+                self._watch(self._linger_ms)
+                self._socket.disable_monitor()
+                self._monitor.close(linger=0)
+            spent_ms = 1000 * (time.monotonic() - start)
+            self._socket.close(linger=max(0, round(self._linger_ms - spent_ms)))
             self._context.term()  # returns once all is delivered, or at the linger
             waited_ms = 1000 * (time.monotonic() - start)
         # ZeroMQ's timers run on a cached clock of 1 ms precision: the linger
         # can end up to ~1 ms early by ours (measured: 199.7 ms for 200 ms).
         slack_ms = min(5.0, self._linger_ms / 2)
         if self._linger_ms and (not queued or waited_ms >= self._linger_ms - slack_ms):
-            raise TimeoutError(
-                f"run {self.run}: the trainer at {self.address} took no message for "
-                f"{self._linger_ms / 1000:g} s; is it still running?"
-            )
+            raise self._timeout(self._linger_ms)
 
     @property
     def closed(self) -> bool:

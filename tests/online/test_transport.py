@@ -574,13 +574,53 @@ def test_a_flooding_stranger_neither_grows_the_receivers_memory_nor_stops_it(mod
 
 
 def test_a_client_with_another_secret_fails_the_curve_handshake_and_delivers_nothing():
+    """Its `close`, and a `send` that waits on a full queue, say why: the
+    trainer refused the handshake, so the secrets differ (not "is it still
+    running?")."""
     sink = Sink()
     with SampleReceiver(SCHEMA, SECRET, **sink.callbacks()) as receiver:
         client = SolverClient(receiver.address, new_secret(), run=0, linger_ms=1000)
         client.open(params_of(0))
         client.send(0, _solvers_fields(0, 0))
-        with pytest.raises(TimeoutError, match="took no message"):
+        with pytest.raises(TimeoutError, match="took no message for 1 s: it refused") as info:
             client.close()
-        wait_until(lambda: receiver.counters()["rejected_auth"] >= 1)
+        assert "do not share the study's secret" in str(info.value)
+        assert "SCIML_ONLINE_SECRET" in str(info.value)
+        # a send that blocks on its full queue (2 messages) says the same
+        client = SolverClient(
+            receiver.address, new_secret(), run=1, sndhwm=2, send_timeout_ms=300, linger_ms=0
+        )
+        with pytest.raises(TimeoutError, match=r"0\.3 s: it refused .* times at the CURVE"):
+            client.open(params_of(1))
+            for step in range(N_STEPS):
+                client.send(step, _solvers_fields(1, step))
+        client.close()
+        wait_until(lambda: receiver.counters()["rejected_auth"] >= 2)
         counters = receiver.counters()
     assert counters["opened"] == counters["accepted"] == 0 and sink.data == []
+
+
+def test_a_client_that_cannot_connect_or_is_not_served_is_not_told_of_the_secret():
+    """The secret is blamed only for a refused handshake: a TCP port nobody
+    listens on, and a trainer that took the handshake but no message (its
+    queue full: it stopped reading), get other words."""
+    context = zmq.Context()
+    probe = context.socket(zmq.PULL)
+    probe.bind("tcp://127.0.0.1:*")
+    free = probe.getsockopt_string(zmq.LAST_ENDPOINT)
+    probe.close(linger=0)
+    context.term()
+    with pytest.raises(TimeoutError, match=r"0\.3 s: no connection to it could be made; is it"):
+        SolverClient(free, SECRET, run=0, linger_ms=300).close()
+    blocked = threading.Event()
+    sink = Sink()
+    callbacks = {**sink.callbacks(), "on_data": lambda message: blocked.wait(30)}
+    with SampleReceiver(SCHEMA, SECRET, hwm=1, **callbacks) as receiver:
+        client = SolverClient(receiver.address, SECRET, run=0, sndhwm=1, send_timeout_ms=300)
+        with pytest.raises(TimeoutError, match=r"took no message for 0\.3 s; is it still running"):
+            client.open(params_of(0))
+            for _ in range(100_000):  # until the socket buffers are full (a few MB)
+                client.send(0, _solvers_fields(0, 0))
+        blocked.set()
+        client._linger_ms = 0
+        client.close()
