@@ -56,6 +56,7 @@ _EXPORTS = {
     "Study": "._study",
     "offline_data": "._study",
     "validation_data": "._study",
+    "validation_runs": "._study",
     "OnlineResult": "._trainer",
     "data_sharding": "._trainer",
     "train_online": "._trainer",
@@ -112,6 +113,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the API docs
         Study as Study,
         offline_data as offline_data,
         validation_data as validation_data,
+        validation_runs as validation_runs,
     )
     from ._trainer import (
         OnlineResult as OnlineResult,

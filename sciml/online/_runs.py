@@ -14,7 +14,9 @@ Semantics (the same for every launcher):
 - An attempt that sent a non-finite sample is **retired**: its messages are
   refused from then on (it is no longer a known attempt) and the run ends as
   if its job had crashed: pending again, or failed and redrawn. A diverging
-  solver therefore costs `max_attempts` attempts, never the study.
+  solver therefore costs `max_attempts` attempts, never the study. Such a run
+  is **diverged** (whether a later attempt finished it or not), and listed
+  with its parameters and its first non-finite step.
 
 The table is plain JSON data, so it is checkpointed with the model; runs that
 were running when the checkpoint was written are pending after a restore.
@@ -67,6 +69,7 @@ class RunTable:
         self.received = [0] * n
         self.replaced_by: dict[int, int] = {}
         self.retired: set[tuple[int, int]] = set()
+        self.non_finite_step: dict[int, int] = {}  # of diverged runs: the first
 
     # -- queries ---------------------------------------------------------------
 
@@ -131,12 +134,14 @@ class RunTable:
         self.replaced_by[run] = self._redraw()
         return FAILED
 
-    def retire(self, run: int, attempt: int) -> RunState:
-        """Attempt `attempt` of `run` sent a non-finite sample: refuses its
-        messages from now on and, if it is the run's running attempt, ends the
-        run as [`ended`][sciml.online.RunTable.ended] does. Returns the run's
-        state."""
+    def retire(self, run: int, attempt: int, step: int | None = None) -> RunState:
+        """Attempt `attempt` of `run` sent a non-finite sample (at `step`):
+        refuses its messages from now on and, if it is the run's running
+        attempt, ends the run as [`ended`][sciml.online.RunTable.ended] does.
+        Returns the run's state."""
         self.retired.add((run, attempt))
+        if step is not None:
+            self.non_finite_step[run] = min(step, self.non_finite_step.get(run, step))
         if self.status[run] == RUNNING and attempt == self.attempts[run] - 1:
             return self.ended(run)
         return self.status[run]
@@ -165,6 +170,23 @@ class RunTable:
             if s == FAILED
         ]
 
+    def diverged_runs(self) -> list[dict[str, Any]]:
+        """The runs an attempt of which sent a non-finite sample: their
+        parameters, first non-finite step (None if not known), the attempts
+        that diverged, and their state now (`failed` and redrawn, or `done` by
+        a later attempt, ...)."""
+        runs = sorted({run for run, _ in self.retired})
+        return [
+            {
+                "run": r,
+                "params": self.space.as_dict(self.params[r]),
+                "non_finite_step": self.non_finite_step.get(r),
+                "non_finite_attempts": sorted(a for run, a in self.retired if run == r),
+                "state": str(self.status[r]),
+            }
+            for r in runs
+        ]
+
     # -- checkpoint ----------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
@@ -174,6 +196,7 @@ class RunTable:
             "received": list(self.received),
             "replaced_by": {str(k): v for k, v in self.replaced_by.items()},
             "retired": sorted(self.retired),
+            "non_finite_step": {str(k): v for k, v in self.non_finite_step.items()},
         }
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -187,3 +210,5 @@ class RunTable:
         self.received = [int(c) for c in data["received"]]
         self.replaced_by = {int(k): int(v) for k, v in data["replaced_by"].items()}
         self.retired = {(int(r), int(a)) for r, a in data.get("retired", [])}
+        steps = data.get("non_finite_step", {})
+        self.non_finite_step = {int(k): int(v) for k, v in steps.items()}

@@ -196,7 +196,7 @@ class SampleStream:
 
     def _on_non_finite(self, msg: Message) -> None:
         with self.lock:
-            state = self.table.retire(msg.run, msg.attempt)
+            state = self.table.retire(msg.run, msg.attempt, msg.step)
             self.log("run_non_finite", run=msg.run, attempt=msg.attempt, step=msg.step, state=state)
             self.lock.notify_all()
 
@@ -283,6 +283,7 @@ class SampleStream:
         """Totals for `summary.json`."""
         counts = self._receiver_totals()
         counters = self.counters
+        diverged = self.table.diverged_runs()
         return {
             "samples_received": counters["received"],
             "samples_trained": counters["trained"],
@@ -292,6 +293,8 @@ class SampleStream:
             "runs_done": self.table.count(DONE),
             "runs_failed": self.table.count(FAILED),
             "failed_runs": self.table.failed_runs(),
+            "runs_diverged": len(diverged),
+            "diverged_runs": diverged,
             "jobs_started": counters["jobs_started"],
             "jobs_failed": counters["jobs_failed"],
             "jobs_hung": counters["jobs_hung"],

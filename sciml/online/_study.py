@@ -3,7 +3,11 @@
 The held-out validation runs are generated here too, once, at the start of a
 study: in the trainer's process, by the same solver function, with parameters
 and seeds disjoint from the training runs, and cached to HDF5 in the run
-directory (a restarted study reads them back instead of solving again).
+directory (a restarted study reads them back instead of solving again). A
+validation run with a NaN or an infinity in a field is reported (a warning,
+and the summary's `validation_diverged_runs`) and replaced by a freshly drawn
+one, as a training run is; after `max_attempts` draws for one validation run
+the study stops before training, naming the runs that diverged.
 
 So is the offline counterpart of a study, for comparisons: its first `M`
 training runs (the same parameters and seeds the online study's runs
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,7 @@ from ._worker import import_simulation
 
 # Validation runs take their seeds from a stream no training run uses.
 _VALIDATION_STREAM = 1 << 20
+_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +59,9 @@ class Study:
     - `n_validation`: held-out runs for validation (>= 1: they also give the
       fields' names, shapes and dtypes the trainer accepts).
     - `seed`: seeds the sampler (when not given) and every run's solver seed.
-    - `max_attempts`: attempts per run before its parameters are redrawn.
+    - `max_attempts`: attempts per run before its parameters are redrawn;
+      also the parameter draws one validation run gets before a study whose
+      validation runs all diverge stops.
     - `timeout`: seconds without a message from a running job before it is
       declared hung, killed and its runs resubmitted (longer than one solver
       step).
@@ -105,11 +113,14 @@ class Study:
         if self.sampler is None:
             object.__setattr__(self, "sampler", MonteCarlo(seed=self.seed))
 
-    def validation_params(self) -> tuple[np.ndarray, list[int]]:
-        """Parameters `(n_validation, dim)` and seeds of the validation runs."""
+    def validation_params(self, n: int | None = None) -> tuple[np.ndarray, list[int]]:
+        """Parameters `(n, dim)` and seeds of the first `n` validation draws
+        (default `n_validation`: the validation runs, unless some diverge;
+        replacements are the draws after them)."""
+        n = self.n_validation if n is None else n
         sampler = MonteCarlo(seed=run_seed(self.seed, _VALIDATION_STREAM))
-        params = sampler.draw(self.space, self.n_validation)
-        seeds = [run_seed(self.seed, _VALIDATION_STREAM + 1 + j) for j in range(self.n_validation)]
+        params = sampler.draw(self.space, n)
+        seeds = [run_seed(self.seed, _VALIDATION_STREAM + 1 + j) for j in range(n)]
         return params, seeds
 
 
@@ -143,24 +154,93 @@ def _stack(steps: list[dict]) -> dict[str, np.ndarray]:
     return {name: np.stack([np.asarray(s[name]) for s in steps]) for name in steps[0]}
 
 
+def _first_non_finite(steps: list[dict]) -> int | None:
+    """The first step with a NaN or an infinity in a floating field, if any."""
+    for k, fields in enumerate(steps):
+        for x in fields.values():
+            x = np.asarray(x)
+            if np.issubdtype(x.dtype, np.inexact) and not np.isfinite(x).all():
+                return k
+    return None
+
+
+def _solve_validation(study: Study) -> tuple[list[dict], list[dict[str, Any]]]:
+    """The steps of `n_validation` finite validation runs, and the draws that
+    diverged: `{"run", "params", "seed", "non_finite_step", "replaced_by"}`
+    each (`run` numbers the draws; validation run `j` is draw `j` unless it
+    diverged). Raises `RuntimeError` when one validation run diverged in
+    `max_attempts` draws."""
+    n = study.n_validation
+    params, seeds = study.validation_params(n * study.max_attempts)  # all it may need
+    simulation = import_simulation(study.simulation)
+    steps: list[dict[str, np.ndarray]] = []
+    diverged: list[dict[str, Any]] = []
+    next_draw = n
+    for j in range(n):
+        draw = j
+        for attempt in range(study.max_attempts):
+            run = _solve_run(study, simulation, params[draw], seeds[draw], j, "a validation run")
+            bad = _first_non_finite(run)
+            if bad is None:
+                steps += run
+                break
+            record = {
+                "run": draw,
+                "params": study.space.as_dict(params[draw]),
+                "seed": seeds[draw],
+                "non_finite_step": bad,
+                "replaced_by": next_draw if attempt + 1 < study.max_attempts else None,
+            }
+            diverged.append(record)
+            then = "no draws left" if record["replaced_by"] is None else f"draw {next_draw} next"
+            _log.warning("validation %s; %s", _describe(record), then)
+            draw, next_draw = next_draw, next_draw + 1
+        else:
+            raise RuntimeError(
+                f"the simulation {study.simulation} diverged in all {study.max_attempts} "
+                f"draws (max_attempts) of validation run {j}, so the study stops before "
+                "training (its validation metrics would be NaN): "
+                + "; ".join(f"validation {_describe(d)}" for d in diverged)
+                + ". Narrow the parameter space or make the simulation stable there."
+            )
+    return steps, diverged
+
+
+def _describe(record: dict[str, Any]) -> str:
+    return (
+        f"draw {record['run']} (parameters {record['params']}, seed {record['seed']}) "
+        f"is non-finite from step {record['non_finite_step']}"
+    )
+
+
 def validation_data(study: Study, path: str | Path | None = None) -> dict[str, np.ndarray]:
     """The validation runs' time steps, solved here or read from the cache `path`.
+
+    A validation run that is not finite is replaced by a new draw (see the
+    module docstring); `RuntimeError` if one diverged in `max_attempts` draws.
 
     **Returns:** `{name: (n_validation · n_steps, *shape)}` for every field the
     solver yields, plus `"params"` `(n_validation · n_steps, dim)` float32 and
     `"run"` / `"step"` (int) — runs one after another, steps in order.
     """
+    return validation_runs(study, path)[0]
+
+
+def validation_runs(
+    study: Study, path: str | Path | None = None
+) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+    """[`validation_data`][sciml.online.validation_data] and the validation
+    draws that diverged and were replaced, `{"run", "params", "seed",
+    "non_finite_step", "replaced_by"}` each (also read back from the cache)."""
     params, seeds = study.validation_params()
     description = _description(study, params, seeds)
     path = None if path is None else Path(path)
     if path is not None and path.exists():
         with h5py.File(path, "r") as f:
             if f.attrs.get("description") == description:
-                return {name: f[name][...] for name in f}
-    simulation = import_simulation(study.simulation)
-    steps: list[dict[str, np.ndarray]] = []
-    for j in range(study.n_validation):
-        steps += _solve_run(study, simulation, params[j], seeds[j], j, "a validation run")
+                diverged = json.loads(f.attrs.get("diverged", "[]"))
+                return {name: f[name][...] for name in f}, diverged
+    steps, diverged = _solve_validation(study)
     data = _stack(steps)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,8 +249,9 @@ def validation_data(study: Study, path: str | Path | None = None) -> dict[str, n
             for name, array in data.items():
                 f[name] = array
             f.attrs["description"] = description
+            f.attrs["diverged"] = json.dumps(diverged)
         tmp.replace(path)
-    return data
+    return data, diverged
 
 
 def offline_data(study: Study, n_runs: int, path: str | Path) -> dict[str, np.ndarray]:

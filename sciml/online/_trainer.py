@@ -10,9 +10,10 @@ guard, Ctrl-C / SIGTERM handling); this module only supplies what differs:
 - the stream's state (buffer, accepted ids, run table) is checkpointed with the
   model, so a killed trainer resumes without accepting a sample twice or
   re-running a finished run;
-- validation runs are solved once at the start (cached to HDF5) and evaluated
-  every `eval_every` steps in the training thread, while the receiver thread
-  keeps receiving;
+- validation runs are solved once at the start (cached to HDF5; a diverging
+  one is replaced by a new draw, and the study stops before training if that
+  fails `max_attempts` times) and evaluated every `eval_every` steps in the
+  training thread, while the receiver thread keeps receiving;
 - batches are split over all local devices (`jax.sharding`, data parallel:
   the model is replicated, the batch axis sharded), when there is more than one.
 """
@@ -33,7 +34,7 @@ from ..training import FitResult, TrainSettings, fit
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, LocalLauncher
 from ._stream import SampleStream
-from ._study import Study, validation_data
+from ._study import Study, validation_runs
 
 
 #: Keys of the validation data that are not solver fields.
@@ -48,8 +49,12 @@ class OnlineResult:
     - `fit`: the [`FitResult`][sciml.training.FitResult] of the loop;
     - `summary`: samples received and trained, duplicates dropped, messages
       rejected (in total and, under `"rejections"`, by reason), runs done and
-      failed (with their parameters), jobs started, failed and hung, and the
-      fraction of the loop spent waiting for data;
+      failed (with their parameters), runs that diverged (`runs_diverged`,
+      and under `diverged_runs` each with its parameters and first non-finite
+      step), validation draws that diverged and were replaced (likewise,
+      `validation_runs_diverged` and `validation_diverged_runs`), jobs
+      started, failed and hung, and the fraction of the loop spent waiting
+      for data;
     - `validation`: the validation data (`{name: array}`).
     """
 
@@ -121,7 +126,7 @@ def train_online(
         raise ValueError("`workdir` is required: online training keeps its run directory.")
     workdir = Path(settings.workdir)
     sharding = data_sharding(batch_size, devices)
-    validation = validation_data(study, workdir / "validation.h5")
+    validation, diverged = validation_runs(study, workdir / "validation.h5")
     example = {name: x[0] for name, x in validation.items() if name not in BOOKKEEPING}
     stream = SampleStream(
         study,
@@ -152,6 +157,8 @@ def train_online(
     finally:
         stream.close()
     summary = stream.summary()
+    summary["validation_runs_diverged"] = len(diverged)
+    summary["validation_diverged_runs"] = diverged
     summary["steps"] = result.step
     summary["ended_early"] = result.ended_early
     return OnlineResult(model=result.model, fit=result, summary=summary, validation=validation)

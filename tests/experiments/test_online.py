@@ -27,6 +27,7 @@ def test_online_heat_tiny_end_to_end(tmp_path):
     study = config.study
     assert summary["samples_received"] == study.n_runs * study.n_steps
     assert summary["duplicates_dropped"] == 0 and summary["runs_failed"] == 0
+    assert summary["runs_diverged"] == summary["validation_runs_diverged"] == 0
     assert summary["samples_trained"] == 4 * summary["steps"] == 4 * 40
     # 40 steps of a small MLP on 40 streamed fields: the MSE logged from step 10
     # on falls (measured 0.094 -> 0.054) and the validation error ends well below

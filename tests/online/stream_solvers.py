@@ -72,6 +72,15 @@ def diverging(params, *, seed, n_steps, at_step, size=4):
         yield fields
 
 
+def nan_above(params, *, seed, n_steps, threshold, at_step, size=4):
+    """`counter`, but a run with `a > threshold` diverges at step `at_step`
+    (NaN there, +inf after), in any process: validation runs too."""
+    for k, fields in enumerate(counter(params, seed=seed, n_steps=n_steps, size=size)):
+        if params["a"] > threshold and k >= at_step:
+            fields["u"][1] = np.nan if k == at_step else np.inf
+        yield fields
+
+
 def hang_replaying_open(params, *, seed, n_steps, marker_dir, replay_for, size=4):
     """`counter`, but the first run of the study with `a < 0.5` (one only: an
     exclusive marker file) hangs after step 1 (SIGSTOP), and before that starts

@@ -80,3 +80,22 @@ def test_a_retired_attempt_is_unknown_and_its_run_ends_as_if_its_job_crashed():
     restored = table(max_attempts=2)
     restored.restore(json.loads(json.dumps(t.to_json())))
     assert restored.retired == {(0, 0), (0, 1)} and not restored.is_known(0, 1)
+
+
+def test_a_diverged_run_is_listed_with_its_first_non_finite_step_also_after_a_restore():
+    t = table(max_attempts=2)
+    t.start([0, 1])
+    t.retire(1, 0, step=3)
+    t.start([1])
+    t.retire(1, 1, step=2)  # the second attempt diverged earlier
+    (diverged,) = t.diverged_runs()
+    assert diverged == {
+        "run": 1,
+        "params": SPACE.as_dict(t.params[1]),
+        "non_finite_step": 2,
+        "non_finite_attempts": [0, 1],
+        "state": "failed",
+    }
+    restored = table(max_attempts=2)
+    restored.restore(json.loads(json.dumps(t.to_json())))
+    assert restored.diverged_runs() == t.diverged_runs()

@@ -276,3 +276,57 @@ def test_a_resumed_run_directory_reaps_the_solvers_its_previous_trainer_recorded
     assert len(recorded) == result.summary["jobs_started"] >= 1
     assert all(start_time(entry["pid"]) != entry["start"] for entry in recorded)  # all ended
     assert result.summary["runs_done"] == N_RUNS
+
+
+def val_mse(model, data):
+    u = data["u"]
+    pred = jax.vmap(model)(u.reshape(u.shape[0], -1))
+    return {"mse": float(jnp.mean((pred - u[:, 1, 0, :1]) ** 2))}
+
+
+def test_diverging_validation_runs_are_redrawn_and_diverged_runs_are_named(tmp_path):
+    """Runs with a > 0.5 send NaN from step 1, validation runs too (seed 5:
+    validation draw 0 has a = 0.80 and is replaced by draw 2; training runs
+    0, 1, 2 have a = 0.81, 0.81, 0.52)."""
+    settings = {"threshold": 0.5, "at_step": 1}
+    study = make_study("nan_above", settings, n_validation=2, max_attempts=2, seed=5)
+    result = train(study, tmp_path, evaluate=val_mse)
+    summary = result.summary
+    # the validation draws, from the study's validation sampler directly
+    a = study.validation_params(4)[0][:, 0]
+    assert a[0] > 0.5 and a[1] <= 0.5 and a[2] <= 0.5
+    assert summary["validation_runs_diverged"] == 1
+    (record,) = summary["validation_diverged_runs"]
+    assert record["run"] == 0 and record["replaced_by"] == 2
+    assert record["params"]["a"] == a[0] and record["non_finite_step"] == 1
+    np.testing.assert_array_equal(
+        result.validation["params"][:, 0], np.repeat(a[[2, 1]].astype(np.float32), N_STEPS)
+    )
+    assert all(np.isfinite(x).all() for x in result.validation.values())
+    assert np.isfinite(result.fit.metrics["eval_mse"])
+    # training: every run with a > 0.5 diverged (at each attempt: failed and
+    # redrawn); exactly those are named, with their first non-finite step
+    diverged, failed = summary["diverged_runs"], summary["failed_runs"]
+    drawn = study.sampler.draw(study.space, N_RUNS + summary["runs_failed"])[:, 0]
+    assert {d["run"] for d in diverged} == {r for r, x in enumerate(drawn) if x > 0.5}
+    assert {0, 1, 2} <= {d["run"] for d in diverged}
+    assert summary["runs_diverged"] == len(diverged) == summary["runs_failed"] == len(failed)
+    for run in diverged:
+        assert run["params"]["a"] == drawn[run["run"]] and run["non_finite_step"] == 1
+        assert run["non_finite_attempts"] == [0, 1] and run["state"] == "failed"
+    assert summary["runs_done"] == N_RUNS and summary["rejections"]["non_finite"] >= 2 * len(failed)
+
+
+def test_a_study_whose_validation_runs_all_diverge_stops_before_training(tmp_path):
+    study = make_study(
+        "nan_above", {"threshold": -1.0, "at_step": 2}, n_validation=2, max_attempts=3
+    )
+    a = study.validation_params(4)[0][:, 0]
+    with pytest.raises(RuntimeError, match="before training") as info:
+        train(study, tmp_path, evaluate=val_mse)
+    message = str(info.value)
+    # validation run 0 got draws 0, then 2 and 3 (draw 1 is validation run 1's)
+    for draw in (0, 2, 3):
+        assert f"draw {draw} (parameters {{'a': {float(a[draw])!r}}}" in message, message
+    assert "validation run 0" in message and "non-finite from step 2" in message
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "online").exists()

@@ -187,6 +187,7 @@ def train_and_evaluate(config, workdir) -> dict:
         "samples_trained": online["samples_trained"],
         "duplicates_dropped": online["duplicates_dropped"],
         "runs_failed": online["runs_failed"],
+        "runs_diverged": online.get("runs_diverged"),  # None: an online part run before it
         "offline_train_seconds": offline["train_seconds"],
         "online_train_seconds": online["train_seconds"],
         "offline_final_loss": offline["final_loss"],
