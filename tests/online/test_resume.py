@@ -24,13 +24,17 @@ REPO = Path(__file__).resolve().parents[2]
 PLANNED = {(r, k) for r in range(N_RUNS) for k in range(N_STEPS)}
 
 
-def start_trainer(workdir: Path, buffer: str, concurrency: int) -> subprocess.Popen:
+def start_trainer(
+    workdir: Path, buffer: str, concurrency: int, kill: tuple[int, int] | None = None
+) -> subprocess.Popen:
+    """Starts the trainer; `kill=(step, k)` makes it SIGKILL itself after a
+    checkpoint (from step `step` on) that holds exactly `k` accepted steps of an
+    unfinished run (see `resume_trainer`)."""
     command = [sys.executable, "-m", "tests.online.resume_trainer", str(workdir), buffer]
+    command += [str(concurrency), *map(str, kill or ())]
     log = open(workdir.parent / f"{workdir.name}.log", "ab")
     with log:
-        return subprocess.Popen(
-            [*command, str(concurrency)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT
-        )
+        return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
 
 def finish(proc: subprocess.Popen, workdir: Path) -> dict:
@@ -44,18 +48,12 @@ def checkpoint_steps(workdir: Path) -> list[int]:
     return sorted(int(p.name) for p in path.iterdir() if p.name.isdigit()) if path.exists() else []
 
 
-def kill_between_checkpoints(proc: subprocess.Popen, workdir: Path, after: int) -> int:
-    """SIGKILLs the trainer once a checkpoint at step >= `after` is written and
-    a little more has been received; returns the checkpoint it will resume from."""
-    deadline = time.monotonic() + 240
-    while not any(step >= after for step in checkpoint_steps(workdir)):
-        assert proc.poll() is None, "the trainer ended before it could be killed"
-        assert time.monotonic() < deadline, "no checkpoint was written"
-        time.sleep(0.02)
-    time.sleep(0.3)  # about 3 more samples arrive (the solver yields one per 0.1 s)
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait(timeout=30) == -signal.SIGKILL
-    assert not (workdir / "summary.json").exists(), "the trainer had already finished"
+def killed(proc: subprocess.Popen, workdir: Path) -> int:
+    """Waits for the trainer to SIGKILL itself; returns the checkpoint it will
+    resume from."""
+    log = (workdir.parent / f"{workdir.name}.log").read_text
+    assert proc.wait(timeout=240) == -signal.SIGKILL, log()
+    assert "holding the receiver" in log() and not (workdir / "summary.json").exists()
     return checkpoint_steps(workdir)[-1]
 
 
@@ -79,8 +77,13 @@ def saved_state(workdir: Path, step: int | None = None):
         checkpointer.close()
 
 
-def check_resumed_exactly_once(workdir: Path, resumed_from: int) -> None:
+def check_resumed_exactly_once(workdir: Path, resumed_from: int, k: int) -> None:
     at_kill = saved_state(workdir, resumed_from)
+    # the checkpoint holds k accepted steps of a run that still had steps to
+    # send: they are resent after the restart, and only the accepted ids tell
+    # the receiver to drop them (a resume that forgot them fails every time)
+    runs = at_kill.data["runs"]
+    assert any(n == k and s != "done" for n, s in zip(runs["received"], runs["status"]))
     final = saved_state(workdir)
     ids = [tuple(map(int, i)) for i in final.arrays["accepted"]]
     assert len(ids) == len(PLANNED) and set(ids) == PLANNED
@@ -88,7 +91,6 @@ def check_resumed_exactly_once(workdir: Path, resumed_from: int) -> None:
     before = [tuple(map(int, i)) for i in at_kill.arrays["accepted"]]
     assert 0 < len(before) < len(PLANNED) and ids[: len(before)] == before
     # no run that was done at the checkpoint is run again after the restart
-    runs = at_kill.data["runs"]
     done = {r for r, status in enumerate(runs["status"]) if status == "done"}
     first_new_job = at_kill.data["counters"]["jobs_started"]
     jobs = workdir / "online" / "jobs"
@@ -111,17 +113,21 @@ def wait_for_orphans_to_exit(workdir: Path) -> None:
         time.sleep(0.2)
 
 
+# k accepted steps of an unfinished run at the kill: the first, the last but one
+KILL_AFTER = [1, N_STEPS - 1]
+
+
 @pytest.mark.slow
-def test_killed_trainer_resumes_to_the_parameters_of_an_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("k", KILL_AFTER)
+def test_killed_trainer_resumes_to_the_parameters_of_an_uninterrupted_run(tmp_path, k):
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference_dir.mkdir()
     killed_dir.mkdir()
     reference = start_trainer(reference_dir, "fifo", 1)
-    killed = start_trainer(killed_dir, "fifo", 1)
-    resumed_from = kill_between_checkpoints(killed, killed_dir, after=4)
+    resumed_from = killed(start_trainer(killed_dir, "fifo", 1, kill=(2, k)), killed_dir)
     expected = finish(reference, reference_dir)
     summary = finish(start_trainer(killed_dir, "fifo", 1), killed_dir)
-    check_resumed_exactly_once(killed_dir, resumed_from)
+    check_resumed_exactly_once(killed_dir, resumed_from, k)
     # 60 samples in batches of 4: 15 steps, every sample trained on once
     assert summary["steps"] == expected["steps"] == 15
     assert summary["samples_trained"] == expected["samples_trained"] == 60
@@ -135,13 +141,13 @@ def test_killed_trainer_resumes_to_the_parameters_of_an_uninterrupted_run(tmp_pa
 
 
 @pytest.mark.slow
-def test_killed_trainer_with_concurrent_solvers_accepts_each_id_once(tmp_path):
+@pytest.mark.parametrize("k", KILL_AFTER)
+def test_killed_trainer_with_concurrent_solvers_accepts_each_id_once(tmp_path, k):
     workdir = tmp_path / "killed"
     workdir.mkdir()
-    proc = start_trainer(workdir, "firo", 2)
-    resumed_from = kill_between_checkpoints(proc, workdir, after=6)
+    resumed_from = killed(start_trainer(workdir, "firo", 2, kill=(2, k)), workdir)
     summary = finish(start_trainer(workdir, "firo", 2), workdir)
-    check_resumed_exactly_once(workdir, resumed_from)
+    check_resumed_exactly_once(workdir, resumed_from, k)
     assert summary["samples_received"] == len(PLANNED) and summary["runs_failed"] == 0
     # FIRO reads each of the 60 samples twice: 30 batches of 4, across the restart
     assert summary["steps"] == 30 and summary["samples_trained"] == 120
