@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import inspect
 import json
 import re
 from pathlib import Path
@@ -22,8 +23,8 @@ from typing import Any, Literal
 
 import ml_collections
 
-from ._errors import ConfigError
-from ._imports import import_dotted
+from ._errors import ConfigError, describe_raised
+from ._imports import import_dotted, module_file
 from ._overrides import apply_overrides
 from ._validate import did_you_mean
 
@@ -107,6 +108,8 @@ def _is_file_spec(path: str) -> bool:
 
 
 def _load_module(kind: str, ref: str, display: str):
+    """The config's module; an exception its code raises is a one-line
+    `ConfigError` naming the file and the line."""
     if kind == "file":
         file = Path(ref)
         if not file.is_file():
@@ -115,23 +118,77 @@ def _load_module(kind: str, ref: str, display: str):
             raise ConfigError(f"--config: file {display!r} does not exist{hint}.")
         module_spec = importlib.util.spec_from_file_location(f"_sciml_config_{file.stem}", file)
         module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as error:  # noqa: BLE001 - the config's own code: one line
+            raise ConfigError(f"--config: {display}: {describe_raised(error, file)}") from None
         return module
-    return import_dotted(
-        ref,
-        f"--config: no config module {ref!r} (and no file of that name); give a "
-        "path to a .py file or an importable dotted module name.",
-    )
+    try:
+        return import_dotted(
+            ref,
+            f"--config: no config module {ref!r} (and no file of that name); give a "
+            "path to a .py file or an importable dotted module name.",
+        )
+    except ConfigError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the config's own code: one line
+        raise ConfigError(f"--config: {ref}: {describe_raised(error, module_file(ref))}") from None
+
+
+def _takes_variant(get_config) -> str:
+    """`"no"`, `"optional"` or `"required"`: whether `get_config` takes a
+    positional argument (the variant), and whether it has a default."""
+    try:
+        parameters = inspect.signature(get_config).parameters.values()
+    except (TypeError, ValueError):
+        return "optional"
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    if not positional:
+        return "no"
+    first = positional[0]
+    required = first.kind != first.VAR_POSITIONAL and first.default is first.empty
+    return "required" if required else "optional"
 
 
 def _call_get_config(module, display: str, variant: str | None) -> ml_collections.ConfigDict:
+    """`get_config(variant)` (`get_config()` for one that takes no argument and
+    no variant given); every way it fails is a one-line `ConfigError`."""
     get_config = getattr(module, "get_config", None)
     if not callable(get_config):
         raise ConfigError(f"--config: {display!r} defines no get_config() function.")
+    takes = _takes_variant(get_config)
+    if takes == "no" and variant is not None:
+        raise ConfigError(
+            f"--config: {display}: get_config() takes no variant, got {variant!r}; "
+            f"drop ':{variant}' (or give get_config a `variant` argument)."
+        )
+    if takes == "required" and variant is None:
+        raise ConfigError(
+            f"--config: {display}: get_config needs a variant (its argument has no default); "
+            f"give --config {display}:<variant>."
+        )
+    file = getattr(module, "__file__", None)
     try:
-        config = get_config(variant)
+        config = get_config() if takes == "no" else get_config(variant)
+    except ConfigError:
+        raise
     except (KeyError, ValueError) as error:
-        raise ConfigError(f"--config: {display!r} has no variant {variant!r}: {error}") from None
+        if variant is not None:
+            raise ConfigError(
+                f"--config: {display!r} has no variant {variant!r}: {error}"
+            ) from None
+        raised = describe_raised(error, file)
+        raise ConfigError(
+            f"--config: {display}: get_config(None) raised {raised}; if it needs a variant, "
+            f"give --config {display}:<variant>."
+        ) from None
+    except Exception as error:  # noqa: BLE001 - the config's own code: one line
+        raised = describe_raised(error, file)
+        raise ConfigError(f"--config: {display}: get_config raised {raised}") from None
     if not isinstance(config, ml_collections.ConfigDict):
         raise ConfigError(f"--config: get_config() of {display!r} must return a ConfigDict.")
     return config

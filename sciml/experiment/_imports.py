@@ -43,3 +43,12 @@ def _sibling_hint(ref: str) -> str:
         return ""
     folder = Path(next(iter(spec.submodule_search_locations)))
     return did_you_mean(ref, [f"{package}.{p.stem}" for p in folder.glob("*.py")])
+
+
+def module_file(ref: str) -> str | None:
+    """The file of module `ref` (found without running it), or None."""
+    try:
+        spec = importlib.util.find_spec(ref)
+    except (ImportError, ValueError):
+        return None
+    return None if spec is None else spec.origin

@@ -38,7 +38,7 @@ from ._config import (
     load_source,
     source_of,
 )
-from ._errors import ConfigError
+from ._errors import ConfigError, read_json
 from ._overrides import apply_overrides, split_overrides
 from ._task import resolve_task, task_name
 from ._validate import check_shared_blocks, config_value
@@ -100,7 +100,7 @@ def check_workdir(config: ml_collections.ConfigDict, workdir: Path) -> None:
     """Refuses a run directory that belongs to another experiment."""
     saved = workdir / CONFIG_FILE
     if saved.exists():
-        other = json.loads(saved.read_text())
+        other = read_json(saved, _UNREADABLE_CONFIG)
         theirs = (other.get("name"), task_name(str(other.get("task"))))
         if theirs != (config.name, task_name(str(config.task))):
             raise ConfigError(
@@ -228,11 +228,17 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_UNREADABLE_CONFIG = (
+    "restore it (the checkpoints' metadata holds the run's config: "
+    "sciml.experiment.load_run_config(RUN_DIR)), or choose another directory."
+)
+
+
 def _resume_config(run_dir: Path, overrides: list[tuple[str, str]]) -> ml_collections.ConfigDict:
     saved = run_dir / CONFIG_FILE
     if not saved.is_file():
         raise ConfigError(f"--resume: {run_dir} holds no {CONFIG_FILE}.")
-    saved_config = json.loads(saved.read_text())
+    saved_config = read_json(saved, _UNREADABLE_CONFIG)
     recorded = run_dir / SOURCE_FILE
     if not recorded.is_file():  # a run written before sources were recorded
         config = ml_collections.ConfigDict(saved_config)
@@ -240,7 +246,15 @@ def _resume_config(run_dir: Path, overrides: list[tuple[str, str]]) -> ml_collec
         apply_overrides(config, overrides)
         attach_source(config, None)
         return config
-    source = ConfigSource.from_json(json.loads(recorded.read_text()))
+    fix = (
+        "it records the config file, variant and overrides of the run: restore it, or "
+        "delete it to resume from config.json as saved."
+    )
+    data = read_json(recorded, fix)
+    try:
+        source = ConfigSource.from_json(data)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(f"{recorded} is not a config source ({error!r}); {fix}") from None
     try:
         config = load_source(source)
     except ConfigError as error:

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from ._errors import ConfigError
-from ._imports import import_dotted
+from ._errors import ConfigError, describe_raised
+from ._imports import import_dotted, module_file
 
 
 def is_file_task(task: str) -> bool:
@@ -64,7 +64,8 @@ def resolve_task(task: str, directory: str | Path | None = None) -> ModuleType:
     **Returns:** the module; it defines `train_and_evaluate(config, workdir)`.
 
     **Raises:** [`ConfigError`][sciml.experiment.ConfigError] when there is no
-    such module or it defines no `train_and_evaluate`.
+    such module, importing it raises (one line: the exception and the line of
+    the task file it came from) or it defines no `train_and_evaluate`.
     """
     task = str(task)
     if is_file_task(task):
@@ -77,13 +78,24 @@ def resolve_task(task: str, directory: str | Path | None = None) -> ModuleType:
                 f"config key 'task': no task module file {str(path)!r} (a relative path is "
                 "resolved against the config file's directory)."
             )
-        module = _load_file(path)
+        try:
+            module = _load_file(path)
+        except Exception as error:  # noqa: BLE001 - the task's own code: one line
+            raise ConfigError(
+                f"config key 'task': {path}: {describe_raised(error, path)}"
+            ) from None
     else:
-        module = import_dotted(
-            task,
-            f"config key 'task': no task module {task!r}; give a dotted module path "
-            "(e.g. 'experiments.tasks.quickstart') or a .py file path.",
-        )
+        try:
+            module = import_dotted(
+                task,
+                f"config key 'task': no task module {task!r}; give a dotted module path "
+                "(e.g. 'experiments.tasks.quickstart') or a .py file path.",
+            )
+        except ConfigError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the task's own code: one line
+            raised = describe_raised(error, module_file(task))
+            raise ConfigError(f"config key 'task': {task}: {raised}") from None
     if not callable(getattr(module, "train_and_evaluate", None)):
         raise ConfigError(
             f"task module {module.__name__} defines no train_and_evaluate(config, workdir) "
