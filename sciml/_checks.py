@@ -179,6 +179,18 @@ def default_float_dtype(dtype: Any = None) -> np.dtype:
     return jnp.dtype(jnp.float64 if _jax().config.jax_enable_x64 else jnp.float32)
 
 
+def _caller_level() -> int:
+    """The `stacklevel` of the first caller outside sciml and equinox (a
+    module's constructor runs inside equinox's metaclass)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in (
+        "sciml",
+        "equinox",
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def check_float_dtype(name: str, dtype: Any = None) -> np.dtype:
     """`default_float_dtype(dtype)` if it is a real floating dtype; a `TypeError`
     naming `name` otherwise (an int, bool or complex parameter dtype).
@@ -205,7 +217,7 @@ def check_float_dtype(name: str, dtype: Any = None) -> np.dtype:
             "`jax.config.update('jax_enable_x64', True)` at startup (or set "
             "JAX_ENABLE_X64=1); without it the parameters are float32.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=_caller_level(),
         )
         resolved = jnp.dtype(jnp.float32)
     return resolved

@@ -7,12 +7,19 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_choice, check_finite, check_positive_int, default_float_dtype
+from .._checks import (
+    check_choice,
+    check_finite,
+    check_float_dtype,
+    check_positive_int,
+    default_float_dtype,
+)
 from .._custom_types import Real
 from ._layers import (
     NORMS,
     SKIPS,
     ChannelMLP,
+    check_activation,
     grid_embedding,
     make_norm,
     make_skip,
@@ -171,7 +178,8 @@ class FNO(eqx.Module):
       width of the lifting/projection MLPs in units of `hidden_channels`
       (0: a single linear map).
     - `positional_embedding`: `"grid"` (append `x_i = j/N_i`) or None.
-    - `non_linearity`: activation (default GELU).
+    - `non_linearity`: activation, a callable (default `jax.nn.gelu`; a
+      name such as `"gelu"` is refused: pass the function).
     - `norm`: None, `"instance"` or `"group"`.
     - `use_channel_mlp`, `channel_mlp_expansion` (0.5), `channel_mlp_skip`
       (`"soft-gating"`), `fno_skip` (`"linear"`): skips in
@@ -185,7 +193,9 @@ class FNO(eqx.Module):
       convolutions compute their kept modes (see `spectral_conv`).
     - `joint_factorization`: one Tucker tensor for the weights of all layers
       (needs `factorization="tucker"`).
-    - `dtype`: real parameter dtype; `key`: keyword-only PRNG key.
+    - `dtype`: real floating parameter dtype (a `TypeError` otherwise;
+      `float64` needs `jax_enable_x64`, without it a warning and float32);
+      `key`: keyword-only PRNG key.
     """
 
     lifting: ChannelMLP
@@ -231,6 +241,8 @@ class FNO(eqx.Module):
     ):
         self.n_modes = _check_n_modes(n_modes)
         d = len(self.n_modes)
+        check_activation("non_linearity", non_linearity)
+        dtype = check_float_dtype("dtype", dtype)
         for name, value in (
             ("in_channels", in_channels),
             ("out_channels", out_channels),
@@ -352,8 +364,10 @@ class FNO(eqx.Module):
     def __call__(
         self, x: Float[Array, " in_channels *grid"]
     ) -> Float[Array, " out_channels *grid"]:
-        """**Arguments:** one sample `(in_channels, N_1, ..., N_d)` (any grid size
-        that holds the kept modes). **Returns:** `(out_channels, N_1, ..., N_d)`.
+        """**Arguments:** one sample `(in_channels, N_1, ..., N_d)` of a real
+        floating dtype (any grid size that holds the kept modes; integer, bool
+        or complex input is a `TypeError`). **Returns:** `(out_channels, N_1,
+        ..., N_d)`.
 
         A concrete (eager) `x` holding NaN or Inf raises a `ValueError`; under
         `jit`/`vmap` nothing is checked (the package's non-finite policy)."""

@@ -20,6 +20,15 @@ SKIPS = ("linear", "soft-gating", "identity", "none")
 NORMS = (None, "instance", "group")
 
 
+def check_activation(name: str, activation) -> None:
+    """Refuses an activation that is not callable (a name such as `"gelu"`)."""
+    if not callable(activation):
+        raise TypeError(
+            f"`{name}` must be a callable such as `jax.nn.gelu` or `jax.nn.relu`, got "
+            f"{activation!r}."
+        )
+
+
 class PointwiseLinear(eqx.Module):
     """A 1×1 convolution: `y[o, x] = Σ_i A[o, i] v[i, x] + b[o]`.
 
@@ -76,6 +85,7 @@ class ChannelMLP(eqx.Module):
     ):
         if n_layers < 1:
             raise ValueError(f"ChannelMLP `n_layers` must be >= 1, got {n_layers}.")
+        check_activation("activation", activation)
         sizes = [in_channels] + [hidden_channels] * (n_layers - 1) + [out_channels]
         keys = jax.random.split(key, n_layers)
         self.layers = [

@@ -5,9 +5,16 @@
 - a float ρ in (0, 1] is a fraction of the dense parameter count (`rank=1.0`
   is 100%, `rank=0.1` is 10%); a float > 1 (an over-complete weight), ≤ 0 or
   not finite raises a `ValueError`;
-- an int r >= 1 is the rank itself (`rank=1` is rank one, not 100%);
+- an int r >= 2 is the rank itself;
 - a sequence of ints (a tuple or list, never a string) gives the ranks mode
-  by mode.
+  by mode (for CP: one int, `(R,)`).
+
+A bare int `rank=1` is refused: it is the one value whose int and float
+spellings mean opposite extremes (rank one against 100%), so a slip between
+them is easy to make and gives a working model of the wrong size. Write
+`rank=1.0` for the full size, or rank one explicitly as a sequence: `(1, 1,
+1)` per mode for Tucker, `(1, 1)` inner ranks for TT, `(1,)` for CP.
+neuraloperator calls (a float fraction, an int rank >= 2) are unchanged.
 
 Anything else (a string, a bool, a float inside a sequence) raises a
 `ValueError` naming `rank`. The float rules reproduce
@@ -45,6 +52,16 @@ def _check_float_rank(rank: float) -> float:
     return float(rank)
 
 
+def _refuse_bare_one(rank, who: str, rank_one: str) -> None:
+    """Refuses `rank=1` (an int): see the module docstring."""
+    if is_int(rank) and rank == 1:
+        raise ValueError(
+            f"{who} `rank=1` (an int) is ambiguous: an int is the rank itself (rank one), while "
+            "`rank=1.0` (a float) is 100% of the dense parameter count. Pass `rank=1.0` for "
+            f"the full size, or `rank={rank_one}` for rank one."
+        )
+
+
 def _check_rank_type(rank, who: str, accepted: str) -> None:
     """Refuses what the contract does not define: strings, bools, floats in lists."""
     if isinstance(rank, float | np.floating) or is_int(rank):
@@ -55,16 +72,27 @@ def _check_rank_type(rank, who: str, accepted: str) -> None:
     raise ValueError(f"{who} `rank` must be {accepted}, got {rank!r}.")
 
 
-def cp_rank(shape: Sequence[int], rank: float | int) -> int:
-    """CP rank `R`. A float `rank` ρ gives `R = round(ρ·∏shape / Σshape)`.
+def cp_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> int:
+    """CP rank `R`. A float `rank` ρ gives `R = round(ρ·∏shape / Σshape)`; an
+    int R >= 2 or a one-int sequence `(R,)` is the rank (`rank=1` is refused:
+    see the module docstring).
 
     **Raises:** `ValueError` when the rank is not positive (e.g. ρ so small that
     `R` rounds to 0).
     """
     shape = _check_shape(shape)
-    if not (isinstance(rank, float | np.floating) or is_int(rank)):
+    _refuse_bare_one(rank, "CP", "(1,)")
+    if (
+        isinstance(rank, Sequence | np.ndarray)
+        and not isinstance(rank, str | bytes)
+        and len(rank) == 1
+        and is_int(rank[0])
+    ):
+        rank = int(rank[0])  # `(R,)`: the rank, spelled explicitly
+    elif not (isinstance(rank, float | np.floating) or is_int(rank)):
         raise ValueError(
-            f"CP `rank` must be a float fraction in (0, 1] or a positive int, got {rank!r}."
+            f"CP `rank` must be a float fraction in (0, 1], an int >= 2 or one int `(R,)`, "
+            f"got {rank!r}."
         )
     if isinstance(rank, float | np.floating):
         fraction = _check_float_rank(rank)
@@ -90,8 +118,11 @@ def tucker_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> tupl
     module docstring for the contract).
     """
     shape = _check_shape(shape)
+    _refuse_bare_one(rank, "Tucker", str((1,) * len(shape)))
     _check_rank_type(
-        rank, "Tucker", f"a float fraction in (0, 1], an int or {len(shape)} ints (one per mode)"
+        rank,
+        "Tucker",
+        f"a float fraction in (0, 1], an int >= 2 or {len(shape)} ints (one per mode)",
     )
     if isinstance(rank, float | np.floating):
         fraction = _check_float_rank(rank)
@@ -129,10 +160,11 @@ def tt_rank(shape: Sequence[int], rank: float | int | Sequence[int]) -> tuple[in
     """
     shape = _check_shape(shape)
     order = len(shape)
+    _refuse_bare_one(rank, "TT", str((1,) * (order - 1)))
     _check_rank_type(
         rank,
         "TT",
-        f"a float fraction in (0, 1], an int, {order + 1} ints (boundary 1s) or {order - 1} "
+        f"a float fraction in (0, 1], an int >= 2, {order + 1} ints (boundary 1s) or {order - 1} "
         "inner ranks",
     )
     if isinstance(rank, float | np.floating):

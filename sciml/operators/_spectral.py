@@ -362,7 +362,19 @@ def conv_options(in_channels, out_channels, n_modes, implementation, separable, 
 
 
 def check_input(x, in_channels: int, n_dims: int, who: str) -> None:
-    """Trace-time check of an unbatched `(channels, *grid)` input."""
+    """Trace-time check of an unbatched real `(channels, *grid)` input."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        hint = (
+            " Pass the real and imaginary parts as separate channels."
+            if dtype is not None and jnp.issubdtype(dtype, jnp.complexfloating)
+            else " Cast it, e.g. `x.astype(jnp.float32)`."
+        )
+        raise TypeError(
+            f"{who}: `x` must be a real floating array (float16, bfloat16, float32 or "
+            f"float64), got {'a ' + type(x).__name__ if dtype is None else f'dtype {dtype}'}."
+            f"{hint}"
+        )
     if x.ndim != n_dims + 1:
         raise ValueError(
             f"{who} takes one sample of shape (channels, {n_dims} spatial dims); got shape "

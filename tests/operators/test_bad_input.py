@@ -3,6 +3,8 @@ error naming the argument. The silent cases (a channel-last or unbatched loss
 input, `rank=1.5`, `domain_padding=3.0`, a NaN reaching an FNO) returned a
 value before these checks existed."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -14,8 +16,10 @@ from sciml.operators import (
     FNO,
     MGTFNO,
     TFNO,
+    ChannelMLP,
     SpectralConv,
     cp_rank,
+    factorized_size,
     h1_loss,
     relative_lp_loss,
     tt_rank,
@@ -149,12 +153,40 @@ def test_float_rank_outside_unit_interval_is_refused(rank_fn, rank):
         rank_fn((8, 8, 5), rank)
 
 
-def test_int_one_and_float_one_mean_different_things():
-    # The contract, stated: rank=1 is rank one, rank=1.0 is 100% of the dense size.
-    assert tucker_rank((8, 8, 5), 1) == (1, 1, 1)
-    assert tt_rank((8, 8, 5), 1) == (1, 1, 1, 1)
-    assert cp_rank((8, 8, 5), 1) == 1
-    assert tucker_rank((8, 8, 5), 1.0) != (1, 1, 1)
+@pytest.mark.parametrize(
+    "rank_fn, rank_one, ranks_one, ranks_two",
+    [
+        (cp_rank, "(1,)", 1, 2),
+        (tucker_rank, "(1, 1, 1)", (1, 1, 1), (2, 2, 2)),
+        (tt_rank, "(1, 1)", (1, 1, 1, 1), (1, 2, 2, 1)),
+    ],
+)
+def test_bare_int_one_is_refused_as_ambiguous(rank_fn, rank_one, ranks_one, ranks_two):
+    # Before: rank=1 (int) built a rank-one weight and rank=1.0 (float) a full-size
+    # one; a slip between the two gave a working model of the wrong size. The bare
+    # int 1 is refused; both meanings stay available, spelled unambiguously.
+    shape = (8, 8, 5)
+    match = rf"`rank=1` \(an int\) is ambiguous.*`rank={re.escape(rank_one)}` for rank one"
+    with pytest.raises(ValueError, match=match):
+        rank_fn(shape, 1)
+    assert rank_fn(shape, eval(rank_one)) == ranks_one  # rank one, spelled explicitly
+    assert rank_fn(shape, 2) == ranks_two  # other ints are the rank, as before
+
+
+def test_float_one_is_the_full_parameter_count():
+    # rank=1.0 is 100%: the Tucker weight's parameters (core + factors, counted
+    # here by hand) within the rounding of the ranks of the dense 8*8*5 = 320
+    ranks = tucker_rank((8, 8, 5), 1.0)
+    count = np.prod(ranks) + sum(n * r for n, r in zip((8, 8, 5), ranks))
+    assert abs(count / 320 - 1) < 0.05  # (7, 7, 4): 328, 2.5 %; rank one would be 22
+    assert factorized_size("tucker", (8, 8, 5), 1.0) == count
+
+
+def test_bare_int_one_in_a_model_is_refused_and_per_mode_rank_one_builds():
+    with pytest.raises(ValueError, match=r"Tucker `rank=1` \(an int\) is ambiguous"):
+        TFNO((4, 4), 1, 1, 4, n_layers=1, rank=1, key=jax.random.key(0))
+    model = TFNO((4, 4), 1, 1, 4, n_layers=1, rank=(1, 1, 1, 1), key=jax.random.key(0))
+    assert model.blocks[0].conv.weight.rank == (1, 1, 1, 1)
 
 
 @pytest.mark.parametrize("rank_fn", [cp_rank, tucker_rank, tt_rank])
@@ -220,3 +252,51 @@ def test_spectral_conv_bad_channel_count():
     conv = SpectralConv(2, 3, (4, 4), key=jax.random.key(0))
     with pytest.raises(ValueError, match="in_channels=2 but the input `x` has 1"):
         conv(jnp.ones((1, 8, 8)))
+
+
+# --- input dtype, activation, parameter dtype -----------------------------------
+
+
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.bool_, jnp.complex64])
+def test_fno_refuses_a_non_real_floating_input(dtype, untyped):
+    # Before: complex input failed inside jnp with JAX's dtype message; int input
+    # ran on (cast by the first layer).
+    model = FNO((4, 4), 1, 1, 4, n_layers=1, key=jax.random.key(0))
+    x = jnp.ones((1, 16, 16), dtype)
+    match = r"FNO: `x` must be a real floating array \(float16, bfloat16, float32 or float64\)"
+    with pytest.raises(TypeError, match=match):
+        model(x)
+    with pytest.raises(TypeError, match=match):  # a trace-time check
+        eqx.filter_jit(model)(x)
+    with pytest.raises(TypeError, match="`x` must be a real floating array"):
+        SpectralConv(1, 1, (4, 4), key=jax.random.key(0))(x)
+
+
+def test_string_activation_is_refused_at_construction(untyped):
+    # Before: FNO(non_linearity="gelu") built, then failed at the first call with
+    # "'str' object is not callable".
+    with pytest.raises(
+        TypeError, match=r"`non_linearity` must be a callable such as `jax.nn.gelu`"
+    ):
+        FNO((4, 4), 1, 1, 4, n_layers=1, non_linearity="gelu", key=jax.random.key(0))
+    with pytest.raises(TypeError, match=r"`activation` must be a callable such as `jax.nn.gelu`"):
+        ChannelMLP(2, 2, 4, activation="relu", key=jax.random.key(0))
+    model = FNO((4, 4), 1, 1, 4, n_layers=1, non_linearity=jax.nn.relu, key=jax.random.key(0))
+    assert model.blocks[0].activation is jax.nn.relu
+
+
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.complex64])
+def test_fno_refuses_a_non_floating_parameter_dtype(dtype):
+    with pytest.raises(TypeError, match="`dtype` must be a real floating dtype such as"):
+        FNO((4, 4), 1, 1, 4, n_layers=1, dtype=dtype, key=jax.random.key(0))
+
+
+def test_float64_without_x64_warns_in_our_words():
+    # Before: JAX's own warning, once per parameter array, not saying how to fix it.
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.warns(UserWarning, match=r"`dtype=float64` needs 64-bit JAX.*jax_enable_x64"):
+            model = FNO((4, 4), 1, 1, 4, n_layers=1, dtype=jnp.float64, key=jax.random.key(0))
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    assert model.lifting.layers[0].weight.dtype == jnp.float32
