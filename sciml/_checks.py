@@ -12,7 +12,8 @@ Non-finite policy (one for the whole package): arrays that reach a public
 entry point as concrete values (eager calls) are checked with `check_finite`;
 inside `jit`/`vmap` the check is skipped, so compiled layers carry no
 host callback. `sciml.training.fit` checks each batch once, outside the
-compiled step."""
+compiled step. The state-space layers (`sciml.ssm.S4D`, `S5`) opt in to a
+compiled check with one flag, `check_finite="always"` (an `eqx.error_if`)."""
 
 from __future__ import annotations
 
