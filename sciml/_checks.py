@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -199,8 +200,6 @@ def check_float_dtype(name: str, dtype: Any = None) -> np.dtype:
     A 64-bit float while `jax_enable_x64` is off warns once, in these words,
     and gives `float32` (what JAX would build, with a warning per array).
     """
-    import warnings
-
     import jax.numpy as jnp
 
     try:

@@ -93,6 +93,21 @@ def getkey():
 
 
 @pytest.fixture
+def untyped():
+    """Runs the call as a user without the runtime type checker would: the
+    suite's jaxtyping/beartype hook would otherwise reject a wrongly typed
+    argument (with a `TypeError` of its own) before the package's check can say
+    what to do."""
+    import jaxtyping
+
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+
+
+@pytest.fixture
 def float32():
     """Runs the test with 64-bit types off, as users run by default."""
     with jax.enable_x64(False):

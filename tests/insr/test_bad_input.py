@@ -3,7 +3,6 @@
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jaxtyping
 import numpy as np
 import pytest
 
@@ -17,18 +16,6 @@ def fourier_field():
 
 
 PROBLEM = insr.Advection1D(periodic=True)
-
-
-@pytest.fixture
-def untyped():
-    """Runs the call as a user without the runtime type checker would: the suite's
-    jaxtyping hook would otherwise reject a wrongly typed argument (with a
-    `TypeError` of its own) before the package's check can say what to do."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
 
 
 def test_unknown_integrator_and_problem():

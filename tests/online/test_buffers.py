@@ -11,7 +11,6 @@ from collections import Counter
 from fractions import Fraction
 
 import jax
-import jaxtyping
 import numpy as np
 import pytest
 import scipy.stats
@@ -468,18 +467,6 @@ def test_stats_against_recorded_reads():
 
 
 # -- bad input -----------------------------------------------------------------
-
-
-@pytest.fixture
-def untyped():
-    """Runs the call as a user without the runtime type checker would: the
-    suite's jaxtyping/beartype hook would otherwise reject a wrongly typed
-    argument (with a `TypeError` of its own) before the buffer's check."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ import re
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jaxtyping
 import numpy as np
 import pytest
 
@@ -25,17 +24,6 @@ from sciml.operators import (
     tt_rank,
     tucker_rank,
 )
-
-
-@pytest.fixture
-def untyped():
-    """Runs the call as a user without the runtime type checker would (the suite's
-    jaxtyping/beartype hook would reject a wrongly typed argument first)."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
 
 
 # --- losses: the layout contract ---------------------------------------------

@@ -50,20 +50,6 @@ def test_non_finite_inputs_are_refused_at_the_entry_points():
         ns.NavierStokes(16, dtype=jnp.float64)(jnp.asarray(_poisoned((1, 16, 16))))
 
 
-@pytest.fixture
-def untyped():
-    """Runs the call as a user without the runtime type checker would: the suite's
-    jaxtyping hook would otherwise reject the wrongly typed argument (with a
-    `TypeError` of its own) before the package's check can say what to do."""
-    import jaxtyping
-
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
-
-
 def test_an_integer_field_is_refused_by_the_poisson_operator(untyped):
     # Before: A x was computed in integer arithmetic (and returned as integers).
     from solvers.poisson import PoissonOperator, apply_poisson

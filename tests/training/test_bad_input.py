@@ -6,7 +6,6 @@ values or trained on before these checks existed."""
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jaxtyping
 import numpy as np
 import pytest
 
@@ -19,18 +18,6 @@ from sciml.training import (
     make_optimizer,
     make_schedule,
 )
-
-
-@pytest.fixture
-def untyped():
-    """Runs the call as a user without the runtime type checker would: the suite's
-    jaxtyping/beartype hook would otherwise reject a wrongly typed argument (with a
-    `TypeError` of its own) before the package's check can say what to do."""
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
 
 
 def _toy():
