@@ -8,9 +8,10 @@ command.) Writes `config.json`, `source.json`, `metrics.jsonl`, `checkpoints/`,
 `plots/*.png` and `summary.json` under `runs/<name>/<timestamp>/` (or
 `--workdir DIR`). A run directory that already holds checkpoints of the same
 experiment is resumed from the latest one (a `train.steps` below the
-checkpoint's step is refused; one equal to it trains nothing and evaluates). `--resume RUN_DIR` calls the recorded
-config's `get_config` again with the recorded overrides plus the new ones, so
-linked fields (a schedule's `decay_steps`) follow a raised `train.steps`. Every
+checkpoint's step is refused; one equal to it trains nothing and evaluates).
+`--resume RUN_DIR` calls the recorded config's `get_config` again with the
+recorded overrides plus the new ones, so linked fields (a schedule's
+`decay_steps`) follow a raised `train.steps`. Every
 check on the config (file, `get_config`, keys, value types and values, the
 task's own `validate_config`) runs before anything is written, and a resumed
 run that fails before its next checkpoint puts back the `config.json` and
