@@ -25,6 +25,8 @@ import datetime
 import importlib.util
 import json
 import os
+import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -372,6 +374,32 @@ def parse(argv: list[str], *, prog: str = "sciml-run") -> tuple[ml_collections.C
     return config, workdir
 
 
+def resume_command(prog: str, workdir: str | Path) -> str:
+    """The command that resumes `workdir`, ready to paste into the shell the run
+    was started from.
+
+    A `python -m ...` program names the interpreter that is running unless it
+    is the `python` on `PATH`: `make run` runs the checkout's virtual
+    environment without activating it, so a bare `python` would be another one
+    (one without the package's dependencies). Inside the working directory the
+    interpreter is given relative to it (`.venv/bin/python`).
+    """
+    if prog.startswith("python "):
+        prog = _interpreter() + prog[len("python") :]
+    return f"{prog} --resume {shlex.quote(str(workdir))}"
+
+
+def _interpreter() -> str:
+    executable = sys.executable
+    on_path = shutil.which("python")
+    if on_path is not None and os.path.abspath(on_path) == os.path.abspath(executable):
+        return "python"
+    path = Path(executable)
+    if path.is_relative_to(Path.cwd()):
+        path = path.relative_to(Path.cwd())
+    return shlex.quote(str(path))
+
+
 def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     """The command line: runs a config and prints its summary as JSON.
 
@@ -400,8 +428,8 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
         summary = main_from_config(config, workdir)
     except KeyboardInterrupt:
         print(
-            f"interrupted; finished steps are checkpointed. Resume with:\n"
-            f"  {prog} --resume {workdir}",
+            "interrupted; finished steps are checkpointed. Resume with:\n"
+            f"  {resume_command(prog, workdir)}",
             file=sys.stderr,
         )
         return 130

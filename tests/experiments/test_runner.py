@@ -3,6 +3,8 @@ resume after SIGTERM, resume with more steps, and models read back from a run.""
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from sciml.experiment import (
     parse,
     resolve_task,
 )
+from sciml.experiment._runner import resume_command
 from sciml.training import (
     Checkpointer,
     fit,
@@ -114,12 +117,34 @@ def _leaves(model):
     return jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array))
 
 
+def _env():
+    return {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+
+
 def _cli(*args, cwd, wait=True):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     cmd = [sys.executable, "-m", "sciml.experiment", *map(str, args)]
     if wait:
-        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    return subprocess.Popen(cmd, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
+        return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300)
+    return subprocess.Popen(cmd, cwd=cwd, env=_env(), stderr=subprocess.PIPE, text=True)
+
+
+def test_resume_command_names_the_interpreter_that_ran(monkeypatch, tmp_path):
+    """`make run` runs `.venv/bin/python` without activating it: a hint that said
+    `python -m ...` would start another interpreter when pasted."""
+    venv_python = tmp_path / ".venv" / "bin" / "python"
+    monkeypatch.setattr(sys, "executable", str(venv_python))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/python")
+    prog = "python -m experiments.run"
+    assert resume_command(prog, "runs/a b") == (
+        ".venv/bin/python -m experiments.run --resume 'runs/a b'"
+    )
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert resume_command(prog, "r") == f"{venv_python} -m experiments.run --resume r"
+    monkeypatch.setattr(shutil, "which", lambda name: str(venv_python))  # the active one
+    assert resume_command(prog, "r") == "python -m experiments.run --resume r"
+    assert resume_command("sciml-run", "r") == "sciml-run --resume r"
 
 
 def test_console_script_is_the_library_cli():
@@ -178,11 +203,15 @@ def test_outside_config_and_task_run_resume_after_sigterm(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
-    assert "--resume" in stderr
     # SIGTERM checkpointed the finished steps (SIGKILL would have left step 20)
     assert Checkpointer(killed / "checkpoints").latest_step() == 25
 
-    resumed = _cli("--resume", killed, cwd=tmp_path)
+    # the printed resume command, pasted as it is, resumes
+    lines = stderr.splitlines()
+    pasted = lines[lines.index("interrupted; finished steps are checkpointed. Resume with:") + 1]
+    resumed = subprocess.run(
+        shlex.split(pasted), cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from step 25 of 40" in resumed.stderr
     model = restore_model(killed, task.build(config).model)
