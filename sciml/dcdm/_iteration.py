@@ -97,12 +97,12 @@ def check_inputs(b: ArrayLike, x0: ArrayLike | None) -> tuple[Array, Array]:
     return b, x0
 
 
-def _trace_on_b(name: str, fn: Callable[[Array], Array], b: Array) -> Any:
-    """`jax.eval_shape(fn, b)`; an error raised while tracing it (a broadcast or
-    indexing error of a function built for another grid) is re-raised naming
-    `name` and the shape of `b`."""
+def _on_b(name: str, b: Array, call: Callable[[], Any]) -> Any:
+    """`call()`, which applies the argument `name` to an array of the shape of
+    `b`; an error it raises (a broadcast or indexing error of a function built
+    for another grid) is re-raised naming `name` and the shape of `b`."""
     try:
-        return jax.eval_shape(fn, b)
+        return call()
     except Exception as error:  # noqa: BLE001 - re-raised with the argument's name
         raise ValueError(
             f"`{name}` must take an array of the shape of `b` {b.shape} (dtype {b.dtype}), "
@@ -118,11 +118,10 @@ def check_callables(
     x0: Shaped[Array, "*grid"],
 ) -> Shaped[Array, "*grid"]:
     """`A x0`, once `apply_A` is known to return the shape and dtype of `b` and
-    `direction_fn` its shape (the latter traced, not run). Either failing to
-    trace on an array of the shape of `b` (built for another grid) is a
-    `ValueError` naming it and the shape."""
-    _trace_on_b("apply_A", apply_A, b)
-    Ax0 = apply_A(x0)
+    `direction_fn` its shape (the latter traced, not run). Either raising on an
+    array of the shape of `b` (built for another grid) is a `ValueError`
+    naming it and the shape."""
+    Ax0 = _on_b("apply_A", b, lambda: apply_A(x0))  # x0 has the shape of b
     if jnp.shape(Ax0) != b.shape:
         raise ValueError(
             f"`apply_A` must map arrays of the shape of `b` {b.shape} to the same shape, "
@@ -133,7 +132,7 @@ def check_callables(
             f"`apply_A` must return the dtype of `b` ({b.dtype}), got {jnp.result_type(Ax0)}: "
             "build the operator for that dtype, or cast `b` (e.g. b.astype(jnp.float32))."
         )
-    q_shape = _trace_on_b("direction_fn", direction_fn, b)
+    q_shape = _on_b("direction_fn", b, lambda: jax.eval_shape(direction_fn, b))
     if q_shape.shape != b.shape:
         raise ValueError(
             f"`direction_fn` must return the shape of its input {b.shape}, got {q_shape.shape} "

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import ml_collections
 
 from ._errors import ConfigError, describe_raised
-from ._imports import import_dotted, module_file
+from ._imports import import_dotted
 from ._overrides import apply_overrides
 from ._validate import did_you_mean
 
@@ -123,16 +123,12 @@ def _load_module(kind: str, ref: str, display: str):
         except Exception as error:  # noqa: BLE001 - the config's own code: one line
             raise ConfigError(f"--config: {display}: {describe_raised(error, file)}") from None
         return module
-    try:
-        return import_dotted(
-            ref,
-            f"--config: no config module {ref!r} (and no file of that name); give a "
-            "path to a .py file or an importable dotted module name.",
-        )
-    except ConfigError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the config's own code: one line
-        raise ConfigError(f"--config: {ref}: {describe_raised(error, module_file(ref))}") from None
+    return import_dotted(
+        ref,
+        f"--config: no config module {ref!r} (and no file of that name); give a "
+        "path to a .py file or an importable dotted module name.",
+        "--config",
+    )
 
 
 def _takes_variant(get_config) -> str:

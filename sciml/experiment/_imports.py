@@ -7,29 +7,37 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-from ._errors import ConfigError
+from ._errors import ConfigError, describe_raised
 from ._validate import did_you_mean
 
 
-def import_dotted(ref: str, missing: str) -> ModuleType:
-    """`importlib.import_module(ref)`; raises `ConfigError(missing)` when `ref`
-    itself (or a parent package of it) does not exist, with the closest name of
-    its package, or saying that its top-level package is not importable from
-    the current directory. An import error raised inside the module is not
-    hidden."""
+def import_dotted(ref: str, missing: str, who: str) -> ModuleType:
+    """`importlib.import_module(ref)`, every failure a one-line `ConfigError`:
+    `missing` when `ref` itself (or a parent package of it) does not exist, with
+    the closest name of its package, or saying that its top-level package is not
+    importable from the current directory; an exception raised by the module's
+    own code as `"{who}: {ref}: <type> at line N: <message>"`."""
     try:
         return importlib.import_module(ref)
     except ModuleNotFoundError as error:
-        if error.name is None or not ref.startswith(error.name):
-            raise
-        top = ref.split(".")[0]
-        if error.name == top and "." in ref:
-            raise ConfigError(
-                f"{missing.rstrip('.')}: its package {top!r} is not importable from "
-                f"{Path.cwd()}; run from the folder that holds {top}/ (the checkout's root), "
-                "add that folder to PYTHONPATH, or give a file path."
-            ) from None
-        raise ConfigError(missing.rstrip(".") + _sibling_hint(ref) + ".") from None
+        if error.name is not None and ref.startswith(error.name):
+            raise _missing(ref, missing, error.name) from None
+        raised = error
+    except Exception as error:  # noqa: BLE001 - the module's own code: one line
+        raised = error
+    raise ConfigError(f"{who}: {ref}: {describe_raised(raised, _module_file(ref))}") from None
+
+
+def _missing(ref: str, missing: str, name: str) -> ConfigError:
+    """The error for a `ref` whose module (or package `name`) does not exist."""
+    top = ref.split(".")[0]
+    if name == top and "." in ref:
+        return ConfigError(
+            f"{missing.rstrip('.')}: its package {top!r} is not importable from "
+            f"{Path.cwd()}; run from the folder that holds {top}/ (the checkout's root), "
+            "add that folder to PYTHONPATH, or give a file path."
+        )
+    return ConfigError(missing.rstrip(".") + _sibling_hint(ref) + ".")
 
 
 def _sibling_hint(ref: str) -> str:
@@ -45,7 +53,7 @@ def _sibling_hint(ref: str) -> str:
     return did_you_mean(ref, [f"{package}.{p.stem}" for p in folder.glob("*.py")])
 
 
-def module_file(ref: str) -> str | None:
+def _module_file(ref: str) -> str | None:
     """The file of module `ref` (found without running it), or None."""
     try:
         spec = importlib.util.find_spec(ref)

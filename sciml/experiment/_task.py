@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ._errors import ConfigError, describe_raised
-from ._imports import import_dotted, module_file
+from ._imports import import_dotted
 
 
 def is_file_task(task: str) -> bool:
@@ -85,17 +85,12 @@ def resolve_task(task: str, directory: str | Path | None = None) -> ModuleType:
                 f"config key 'task': {path}: {describe_raised(error, path)}"
             ) from None
     else:
-        try:
-            module = import_dotted(
-                task,
-                f"config key 'task': no task module {task!r}; give a dotted module path "
-                "(e.g. 'experiments.tasks.quickstart') or a .py file path.",
-            )
-        except ConfigError:
-            raise
-        except Exception as error:  # noqa: BLE001 - the task's own code: one line
-            raised = describe_raised(error, module_file(task))
-            raise ConfigError(f"config key 'task': {task}: {raised}") from None
+        module = import_dotted(
+            task,
+            f"config key 'task': no task module {task!r}; give a dotted module path "
+            "(e.g. 'experiments.tasks.quickstart') or a .py file path.",
+            "config key 'task'",
+        )
     if not callable(getattr(module, "train_and_evaluate", None)):
         raise ConfigError(
             f"task module {module.__name__} defines no train_and_evaluate(config, workdir) "
