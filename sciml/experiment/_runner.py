@@ -324,13 +324,22 @@ def _epilog(prog: str) -> str:
         lines.append("configs in this checkout:")
         lines += [f"  {path}" for path in shown]
         lines.append("")
+    if configs:
+        lines += [
+            "examples:",
+            f"  {prog} --config experiments/configs/quickstart.py",
+            f"  {prog} --config experiments/configs/quickstart.py:tiny --config.train.steps=50",
+        ]
+    else:
+        lines += [
+            "examples (from the root of a source checkout, which holds experiments/configs/):",
+            f"  {prog} --config path/to/config.py",
+            f"  {prog} --config path/to/config.py:tiny --config.train.steps=50",
+        ]
     lines += [
-        "examples:",
-        f"  {prog} --config experiments/configs/quickstart.py",
-        f"  {prog} --config experiments/configs/quickstart.py:tiny --config.train.steps=50",
         f"  {prog} --resume runs/quickstart/<timestamp> --config.train.steps=6000",
         "",
-        "See docs/experiments.md.",
+        "Configs, tasks and the guide (docs/experiments.md) are in the source checkout.",
     ]
     return "\n".join(lines)
 
@@ -451,6 +460,10 @@ def cli(argv: list[str] | None = None, *, prog: str = "sciml-run") -> NoReturn:
     normal interpreter exit would wait for it to finish. Every finished step
     is checkpointed, and every file closed, before `main` returns.
     """
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        # as `python -m` does: a checkout's `experiments` package (the tasks
+        # its configs name) imports from its root under the installed command too
+        sys.path.insert(0, os.getcwd())
     status = main(argv, prog=prog)
     if status == 130:
         sys.stdout.flush()
