@@ -17,7 +17,11 @@ from ._config import (
 )
 from ._errors import ConfigError as ConfigError
 from ._overrides import apply_overrides as apply_overrides, parse_value as parse_value
-from ._plots import plot_loss as plot_loss, readable_log_ticks as readable_log_ticks
+from ._plots import (
+    plot_loss as plot_loss,
+    readable_log_ticks as readable_log_ticks,
+    save_figure as save_figure,
+)
 from ._run_dir import load_run as load_run, load_run_config as load_run_config
 from ._runner import (
     check_workdir as check_workdir,

@@ -130,5 +130,22 @@ def plot_loss(
     return fig
 
 
+def save_figure(fig: Any, path: str | Path, *, dpi: int = 120, **options: Any) -> Path:
+    """Writes a figure (or the figure of an axis) to `path` and closes it.
+
+    **Arguments:** `fig`, a matplotlib figure or axis; `path`, the file (its
+    suffix picks the format); `dpi` and further `options` go to `savefig`
+    (e.g. `bbox_inches="tight"`).
+
+    **Returns:** `path`.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = fig.figure  # an axis's figure; a figure is its own
+    fig.savefig(path, dpi=dpi, **options)
+    plt.close(fig)
+    return Path(path)
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

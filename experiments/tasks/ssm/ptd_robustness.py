@@ -39,7 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from sciml.experiment import Experiment, check_config, train_experiment
+from experiments.tasks.ssm.ssm_plots import plot_accuracy
+from sciml.experiment import Experiment, check_config, save_figure, train_experiment
 from sciml.ssm import (
     S4D,
     diagonal_system,
@@ -134,85 +135,94 @@ def _predict(model, x, amplitudes, omega):
     return jax.vmap(lambda x, a: model(x, a, omega))(x, amplitudes)
 
 
-def train_and_evaluate(config, workdir) -> dict:
-    import matplotlib.pyplot as plt
-
-    workdir = Path(workdir)
-    data, model_cfg = config.data, config.model
-    key_test, key_noise, key_model, key_train = jax.random.split(jax.random.key(config.seed), 4)
-    args = (data.length, data.n_classes, data.signal_noise)
-    x_test, y_test = sinusoids(key_test, data.n_test, *args)
-    omega = top_frequency(model_cfg.state_size)
-    # one U(0, 1) draw per test sample and layer, scaled by each amplitude
-    unit = jax.random.uniform(key_noise, (data.n_test, model_cfg.n_layers))
-    sweep = sorted({float(config.noise_amplitude), *map(float, config.noise_sweep)})
-    batch_size = config.train.batch_size
+def make_batch_fn(config):
+    """Training batches of fresh sinusoids, one jitted function shared by the models."""
+    data, batch_size = config.data, config.train.batch_size
 
     @jax.jit
     def batch_fn(step, key):
-        return sinusoids(key, batch_size, *args)
+        return sinusoids(key, batch_size, data.length, data.n_classes, data.signal_noise)
 
-    def loss_fn(model, batch, key):
-        x, y = batch
-        logits = jax.vmap(freeze(model))(x)
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-        return loss, {"accuracy": jnp.mean(jnp.argmax(logits, -1) == y)}
+    return batch_fn
 
-    summary = {"omega": omega, "state_size": model_cfg.state_size}
-    curves = {}
+
+def loss_fn(model, batch, key):
+    """Cross-entropy with everything in the SSM layers but `C` frozen."""
+    x, y = batch
+    logits = jax.vmap(freeze(model))(x)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+    return loss, {"accuracy": jnp.mean(jnp.argmax(logits, -1) == y)}
+
+
+def train_model(config, workdir: Path, name: str, batch_fn, *, key_model, key_train):
+    """Builds model `name` (its init from `MODELS`) and trains it."""
+    model_cfg = config.model
+    model = RobustnessNet(
+        config.data.n_classes,
+        d_model=model_cfg.d_model,
+        n_layers=model_cfg.n_layers,
+        state_size=model_cfg.state_size,
+        dt_min=model_cfg.dt_min,
+        dt_max=model_cfg.dt_max,
+        key=key_model,
+        **MODELS[name],
+    )
+    return train_experiment(
+        Experiment(model, loss_fn, batch_fn),
+        config,
+        workdir / "checkpoints" / name,
+        key=key_train,
+        tag={"model": name},
+        description=name,
+        plots=False,
+    )
+
+
+def noise_results(config, name: str, model, test, unit, omega: float, sweep) -> tuple[dict, list]:
+    """Summary entries of model `name` clean and at each noise amplitude, and its accuracies."""
+    x, y = test
+    results, accuracies = {}, []
+    results[f"{name}.clean_accuracy"], _ = evaluate(model, x, y)
+    for amplitude in sweep:
+        acc, change = evaluate(model, x, y, amplitude * unit, omega)
+        accuracies.append(acc)
+        results[f"{name}.noisy_accuracy_at_{amplitude:g}"] = acc
+        results[f"{name}.logit_change_at_{amplitude:g}"] = change
+        if amplitude == config.noise_amplitude:
+            results[f"{name}.noisy_accuracy"] = acc
+            results[f"{name}.logit_change"] = change
+    return results, accuracies
+
+
+def train_and_evaluate(config, workdir) -> dict:
+    workdir = Path(workdir)
+    data, state_size = config.data, config.model.state_size
+    key_test, key_noise, key_model, key_train = jax.random.split(jax.random.key(config.seed), 4)
+    test = sinusoids(key_test, data.n_test, data.length, data.n_classes, data.signal_noise)
+    omega = top_frequency(state_size)
+    # one U(0, 1) draw per test sample and layer, scaled by each amplitude
+    unit = jax.random.uniform(key_noise, (data.n_test, config.model.n_layers))
+    sweep = sorted({float(config.noise_amplitude), *map(float, config.noise_sweep)})
+    batch_fn = make_batch_fn(config)
+
+    summary = {"omega": omega, "state_size": state_size}
+    curves, clean = {}, {}
     for name, options in MODELS.items():
-        model = RobustnessNet(
-            data.n_classes,
-            d_model=model_cfg.d_model,
-            n_layers=model_cfg.n_layers,
-            state_size=model_cfg.state_size,
-            dt_min=model_cfg.dt_min,
-            dt_max=model_cfg.dt_max,
-            key=key_model,
-            **options,
+        trained = train_model(
+            config, workdir, name, batch_fn, key_model=key_model, key_train=key_train
         )
-        trained = train_experiment(
-            Experiment(model, loss_fn, batch_fn),
-            config,
-            workdir / "checkpoints" / name,
-            key=key_train,
-            tag={"model": name},
-            description=name,
-            plots=False,
-        )
-        summary[f"{name}.clean_accuracy"], _ = evaluate(trained.model, x_test, y_test)
-        curves[name] = []
-        for amplitude in sweep:
-            acc, change = evaluate(trained.model, x_test, y_test, amplitude * unit, omega)
-            curves[name].append(acc)
-            summary[f"{name}.noisy_accuracy_at_{amplitude:g}"] = acc
-            summary[f"{name}.logit_change_at_{amplitude:g}"] = change
-            if amplitude == config.noise_amplitude:
-                summary[f"{name}.noisy_accuracy"] = acc
-                summary[f"{name}.logit_change"] = change
+        results, curves[name] = noise_results(config, name, trained.model, test, unit, omega, sweep)
+        summary.update(results)
+        clean[name] = results[f"{name}.clean_accuracy"]
         summary[f"{name}.final_loss"] = trained.summary["final_loss"]
         summary[f"{name}.n_params"] = trained.summary["n_params"]
         summary[f"{name}.transfer_distance"] = transfer_distance(
-            *diagonal_system(model_cfg.state_size, **options)
+            *diagonal_system(state_size, **options)
         )
 
     plot_dir = workdir / "plots"
-    fig = plot_convergence(tuple(config.plot_sizes))
-    fig.savefig(plot_dir / "transfer_distance.png", dpi=120)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for name, accuracies in curves.items():
-        clean = summary[f"{name}.clean_accuracy"]
-        ax.plot([0.0, *sweep], [clean, *accuracies], "o-", label=name)
-    ax.set(
-        xlabel="noise amplitude a (noise a·U(0,1)·cos ωt)",
-        ylabel="test accuracy",
-        title=f"noise at ω = {omega:.1f}",
-    )
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(plot_dir / "accuracy.png", dpi=120)
-    plt.close(fig)
+    save_figure(plot_convergence(tuple(config.plot_sizes)), plot_dir / "transfer_distance.png")
+    save_figure(plot_accuracy(sweep, curves, clean, omega), plot_dir / "accuracy.png")
     return summary
 
 
