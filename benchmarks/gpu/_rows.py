@@ -50,6 +50,10 @@ class Row:
     - `smoke_fast_compile`: whether `--smoke` compiles it without XLA's costly
       CPU optimisations (off for rows whose smoke run is mostly running code,
       such as the DCDM solves, which that makes slower).
+    - `packages`: the carried distributions it imports (`carry.py`); a failed
+      install of one of them, or of what they require, is named in its note.
+    - `complete`: record keys a complete GPU result holds; a committed run
+      without them leaves the row among the lease's first (`_lease.py`).
     """
 
     name: str
@@ -62,6 +66,8 @@ class Row:
     columns: tuple[str, ...]
     needs_s: float | None = None
     smoke_fast_compile: bool = True
+    packages: tuple[str, ...] = ()
+    complete: tuple[str, ...] = ()
 
     def budget(self, smoke: bool) -> float:
         return self.smoke_budget_s if smoke else self.budget_s
@@ -83,19 +89,22 @@ def load(path: str) -> Callable[[bool, Clock], None]:
 
 def sweep(
     values: Iterable[Any],
-    measure: Callable[[Any], None],
+    measure: Callable[[Any], float | None],
     clock: Clock,
     cost_ratio: Callable[[Any, Any], float],
     emit_skip: Callable[[Any, str], None],
 ) -> None:
-    """Calls `measure(value)` for each value in turn. Before each call after the
-    first, its cost is predicted as the previous call's seconds times
-    `cost_ratio(previous, value)`; when that exceeds `clock.left()`,
-    `emit_skip(value, note)` is called instead, for it and every later value."""
-    previous, seconds = None, None
+    """Calls `measure(value)` for each value in turn. `measure` may return the
+    seconds it spent compiling (`time_fn`'s `compile_s`, summed), which the
+    prediction excludes from the scaling: before each call after the first, its
+    cost is predicted as the previous call's compile seconds plus its other
+    seconds times `cost_ratio(previous, value)`; when that exceeds
+    `clock.left()`, `emit_skip(value, note)` is called instead, for it and every
+    later value."""
+    previous, seconds, compiled = None, None, 0.0
     for value in values:
         if seconds is not None:
-            predicted = seconds * cost_ratio(previous, value)
+            predicted = compiled + (seconds - compiled) * cost_ratio(previous, value)
             if predicted > clock.left():
                 emit_skip(
                     value,
@@ -104,136 +113,174 @@ def sweep(
                 seconds = float("inf")
                 continue
         start = time.perf_counter()
-        measure(value)
+        compiled = measure(value) or 0.0
         previous, seconds = value, time.perf_counter() - start
+        compiled = min(compiled, seconds)
 
 
 SPEED = "speed"
 PAPER = "paper"
 BOTH = "both"
 
+# An H100's memory bandwidth is about 0.7× an H200's: a row's measured H200 cost
+# times this is its budget, so the suite fits either machine.
+H100_FACTOR = 1.3
+
+
+def h200(seconds: float) -> float:
+    """The budget for a row that cost `seconds` on the H200 (compilation included)."""
+    return float(round(seconds * H100_FACTOR))
+
+
 ROWS = (
     Row(
         "environment",
         BOTH,
         "benchmarks.gpu._speed:environment",
+        30,
         60,
-        60,
-        "device, versions, the packages the other rows need",
+        "device, versions, precision modes, the packages the other rows need",
         "-",
-        ("device", "backend", "device_count", "jax", "torch", "neuraloperator", "missing"),
-        needs_s=5,
-    ),
-    Row(
-        "tfno_vs_neuraloperator",
-        SPEED,
-        "benchmarks.gpu._speed:tfno_vs_neuraloperator",
-        90,
-        200,
-        "TFNO (Tucker 0.1) train step, 128², batch 32, hidden 32, 16×16 modes, 4 layers",
-        "neuraloperator 2.0 TFNO, same architecture, PyTorch Adam, in alternated pairs",
         (
-            "grid",
-            "batch",
-            "ours_tanh_gelu_median_s",
-            "neuraloperator_median_s",
-            "ratio_tanh_gelu_to_neuraloperator",
-            "ratio_erf_gelu_to_neuraloperator",
-            "ratio_tanh_gelu_fft_to_neuraloperator",
-            "torch_device",
+            "device",
+            "backend",
+            "device_count",
+            "jax",
+            "torch",
+            "neuraloperator",
+            "jax_default_matmul_precision",
+            "torch_matmul_allow_tf32",
+            "torch_cudnn_allow_tf32",
+            "missing",
         ),
-        needs_s=30,
+        needs_s=5,
+        complete=("jax_default_matmul_precision",),
     ),
     Row(
         "pararnn_newton",
         SPEED,
         "benchmarks.gpu._speed:pararnn_newton",
-        90,
+        # H200: 90 s, mostly compiling, for T = 4k alone; now 4 unrolls beside
+        # Newton, 4 lengths, 2 batches (the sweep stops where the budget ends)
+        h200(120),
         150,
-        "ParaGRU hidden 64, batch 1: Newton forward and forward+backward, T = 4k, 16k, 64k",
-        "the same layer evaluated by a sequential lax.scan",
+        "ParaGRU hidden 64: Newton forward and forward+backward, T = 1k…64k, batch 1 and 16",
+        "the best of Sequential(unroll=k), k = 1, 8, 32, 128 (lax.scan), same layer and inputs",
         (
             "length",
-            "sequential_fwd_s",
+            "batch",
             "newton_fwd_s",
+            "best_sequential_fwd_s",
+            "best_unroll_fwd",
             "speedup_fwd",
-            "sequential_fwdbwd_s",
+            "speedup_fwd_unroll1",
             "newton_fwdbwd_s",
+            "best_sequential_fwdbwd_s",
+            "best_unroll_fwdbwd",
             "speedup_fwdbwd",
+            "newton_us_per_token_fwd",
+            "sequential_us_per_token_fwd",
             "newton_iterations",
             "note",
         ),
-        needs_s=30,
+        needs_s=40,
+        complete=("best_sequential_fwd_s", "best_sequential_fwdbwd_s"),
     ),
     Row(
         "pararnn_dense_gru",
         SPEED,
         "benchmarks.gpu._speed:pararnn_dense_gru",
-        60,
+        90,
         150,
-        "dense GRU hidden 64, T = 16k, batch 1: DEER-style Newton (dense Jacobian, zero start)",
-        "the same GRU evaluated by a sequential lax.scan",
+        "dense GRU hidden 64, T = 1k…16k, batch 1 and 16: DEER-style Newton (dense Jacobian)",
+        "torch.nn.GRU (cuDNN) with the same weights, and the best Sequential(unroll=k)",
         (
             "length",
-            "hidden",
-            "sequential_fwd_s",
+            "batch",
             "newton_fwd_s",
+            "best_sequential_fwd_s",
+            "best_unroll_fwd",
+            "torch_gru_fwd_s",
             "speedup_fwd",
-            "speedup_fwdbwd",
+            "speedup_fwd_vs_torch",
+            "torch_max_abs_difference",
+            "newton_us_per_token_fwd",
             "newton_iterations",
+            "note",
         ),
-        needs_s=25,
+        needs_s=30,
+        complete=("best_sequential_fwd_s", "torch_gru_fwd_s"),
     ),
     Row(
         "ssm_layers",
         SPEED,
         "benchmarks.gpu._speed:ssm_layers",
-        50,
+        # H200: done inside its 50 s with the per-token scan only; now 4 more baselines
+        h200(70),
         150,
         "S4D (FFT convolution) and S5 (associative scan), H = 128, N = 64, batch 8, L = 16k",
-        "the same discretised system as a recurrent lax.scan",
-        ("layer", "path", "pass", "length", "median_s", "peak_bytes", "max_rel_error"),
+        "the same discretised system by ChunkedScan and lax.scan with unroll 1, 8, 32, 128",
+        (
+            "layer",
+            "pass",
+            "ours_s",
+            "best_baseline",
+            "best_baseline_s",
+            "speedup",
+            "speedup_unroll1",
+            "max_rel_error",
+            "matmul_precision",
+        ),
         needs_s=25,
+        complete=("best_baseline_s",),
     ),
     Row(
-        "mgtfno_memory",
+        "tfno_vs_neuraloperator",
         SPEED,
-        "benchmarks.gpu._speed:mgtfno_memory",
-        70,
-        150,
-        "MG-TFNO (levels 1, 2; stitched and per tile) peak memory and step time, 256², 512²",
-        "dense FNO of the same width and modes",
-        ("grid", "model", "peak_bytes", "ratio_to_dense", "median_s", "step_ratio_to_dense"),
-        needs_s=30,
-    ),
-    Row(
-        "dcdm_solve",
-        SPEED,
-        "benchmarks.gpu._speed:dcdm_solve",
-        70,
-        150,
-        "DCDM (the shipped weights) seconds per solve to 1e-6, 256² and 512² scenes",
-        "CG and IC(0)-PCG on the same systems (IC(0) through a host callback)",
-        ("benchmark", "scene", "method", "iterations", "seconds", "setup_seconds", "converged"),
+        "benchmarks.gpu._speed:tfno_vs_neuraloperator",
+        # H200: the TFNO pairs inside 90 s; now 8 dense pairs beside them
+        h200(150),
+        250,
+        "TFNO (Tucker 0.1) train step, 128², hidden 32, batch 32; dense FNO, hidden 32 and 64, "
+        "128² and 256², full float32 and TF32 on both sides",
+        "neuraloperator 2.0 TFNO / FNO, same architecture, PyTorch Adam, in alternated pairs",
+        (
+            "model",
+            "grid",
+            "hidden",
+            "batch",
+            "precision",
+            "ours_median_s",
+            "ours_tanh_gelu_median_s",
+            "neuraloperator_median_s",
+            "ratio_to_neuraloperator",
+            "ratio_tanh_gelu_to_neuraloperator",
+            "ratio_erf_gelu_to_neuraloperator",
+            "torch_device",
+            "note",
+        ),
         needs_s=40,
-        smoke_fast_compile=False,
+        packages=("neuraloperator", "requests"),
+        complete=("precision",),
     ),
     Row(
         "insr_step",
         SPEED,
         "benchmarks.gpu._speed:insr_step",
-        45,
+        # H200: stopped at 45 s before its first measurement (compilation)
+        h200(90),
         150,
-        "INSR Gauss–Newton step, SIREN 3×68 (14,418 weights), elasticity stretch, float64",
+        "INSR Levenberg–Marquardt step, SIREN 3×68 (14,418 weights), elasticity stretch, float64",
         "-",
         ("n_params", "n_points", "seconds_per_step", "compile_seconds", "iterations"),
-        needs_s=25,
+        needs_s=45,
+        packages=("ml-collections",),
     ),
     Row(
         "online_ingestion",
         SPEED,
         "benchmarks.gpu._speed:online_ingestion",
-        45,
+        90,
         150,
         "online training: heat solvers (CPU processes) stream into the trainer on the device",
         "-",
@@ -246,32 +293,42 @@ ROWS = (
             "runs_done",
             "runs_failed",
         ),
-        needs_s=25,
+        needs_s=30,
+        packages=("ml-collections", "pyzmq"),
     ),
     Row(
-        "ns_turbulent",
-        PAPER,
-        "benchmarks.gpu._paper:ns_turbulent",
-        200,
+        "dcdm_solve",
+        SPEED,
+        "benchmarks.gpu._speed:dcdm_solve",
+        # H200: 256² and 512² inside its 70 s
+        h200(70),
         150,
-        "turbulent NS 128², 250 training samples generated on the device: test rel. L2",
-        "dense FNO against the 160× joint TFNO and MG-TFNO (1 level, padding 1/8)",
-        (
-            "model",
-            "n_params",
-            "compression",
-            "test_rel_l2",
-            "test_rel_h1",
-            "train_rel_l2",
-            "train_seconds",
-            "seconds",
-        ),
-        needs_s=100,
+        "DCDM (the shipped weights) seconds per solve to 1e-6, 256² and 512² scenes",
+        "CG and IC(0)-PCG on the same systems (IC(0) through a host callback)",
+        ("benchmark", "scene", "method", "iterations", "seconds", "setup_seconds", "converged"),
+        needs_s=40,
+        smoke_fast_compile=False,
+        packages=("pyamg", "ml-collections"),
+        complete=("setup_seconds",),
+    ),
+    Row(
+        "mgtfno_memory",
+        SPEED,
+        "benchmarks.gpu._speed:mgtfno_memory",
+        # H200: 256² inside its 70 s, 512² skipped
+        h200(90),
+        150,
+        "MG-TFNO (levels 1, 2; stitched and per tile) peak memory and step time, 256², 512²",
+        "dense FNO of the same width and modes",
+        ("grid", "model", "peak_bytes", "ratio_to_dense", "median_s", "step_ratio_to_dense"),
+        needs_s=30,
+        complete=("step_ratio_to_dense",),
     ),
     Row(
         "dcdm_3d",
         PAPER,
         "benchmarks.gpu._paper:dcdm_3d",
+        # H200: stopped at 120 s while training; the shipped weights train nothing
         120,
         150,
         "DCDM trained on a 64³ scene; iterations and seconds at 64³ and 128³",
@@ -279,12 +336,14 @@ ROWS = (
         ("benchmark", "scene", "method", "iterations", "seconds", "converged", "valid_loss"),
         needs_s=60,
         smoke_fast_compile=False,
+        packages=("pyamg", "ml-collections"),
     ),
     Row(
         "insr_elasticity",
         PAPER,
         "benchmarks.gpu._paper:insr_elasticity",
-        130,
+        # H200: stopped at 89 s before its first measurement
+        h200(130),
         150,
         "INSR elasticity stretch at the paper's field (SIREN 3×68), four load steps",
         "the analytic stretch, the exact-field floor, P1 and P2 meshes of the same memory",
@@ -297,7 +356,30 @@ ROWS = (
             "mean_iterations",
             "seconds",
         ),
-        needs_s=60,
+        needs_s=90,
+        packages=("ml-collections",),
+    ),
+    Row(
+        "ns_turbulent",
+        PAPER,
+        "benchmarks.gpu._paper:ns_turbulent",
+        # H200: one seed of three models in about 150 s (data 18 s, training 83 s)
+        h200(300),
+        300,
+        "turbulent NS 128², 250 training samples generated on the device: test rel. L2",
+        "dense FNO against the 160× joint TFNO and MG-TFNO (1 level, padding 1/8)",
+        (
+            "model",
+            "n_params",
+            "compression",
+            "test_rel_l2",
+            "test_rel_h1",
+            "train_rel_l2",
+            "train_seconds",
+            "seconds",
+        ),
+        needs_s=150,
+        packages=("ml-collections",),
     ),
 )
 

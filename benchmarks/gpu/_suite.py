@@ -1,7 +1,12 @@
 """The suite's driver: one subprocess per row, each inside its time budget.
 
-usage: python -m benchmarks.gpu --out DIR [--part speed|paper|all] [--smoke]
-           [--limit SECONDS] [--rows NAME ...] [--budget-scale F]
+usage: python -m benchmarks.gpu --out DIR [--part speed|paper|all | --lease]
+           [--carry FOLDER] [--smoke] [--limit SECONDS] [--rows NAME ...]
+           [--budget-scale F]
+
+`--lease` runs every row, those with no committed GPU result first, inside
+540 s (`_lease.py`); `--carry FOLDER` first installs the wheels there
+(`DIR/pip.txt` is its log), and the time counts in the limit.
 
 For every row in turn: if less than the time it needs is left of `--limit`,
 it is skipped with a note; otherwise it runs in `python -m
@@ -29,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.gpu import _lease
 from benchmarks.gpu._child import SKIPPED_EXIT
 from benchmarks.gpu._rows import ROWS, Row, rows_of
 from benchmarks.gpu._table import markdown
@@ -69,6 +75,8 @@ class Suite:
         self.started = time.monotonic()
         self.records: list[dict[str, Any]] = []
         self.rows: list[Row] = []
+        self.carry: Path | None = None
+        self.failed_installs: list[str] = []
         out.mkdir(parents=True, exist_ok=True)
         self.results = open(out / "results.jsonl", "a", encoding="utf-8")
         self.log = open(out / "log.txt", "a", encoding="utf-8")
@@ -79,6 +87,20 @@ class Suite:
 
     def left(self) -> float:
         return self.limit - (time.monotonic() - self.started) - RESERVE_S
+
+    def install(self, carry: Path) -> dict[str, Any]:
+        """Installs the carried wheels (`_lease.install`, log in `pip.txt`) and
+        writes the `install` record; rows that import a failed one say so."""
+        with open(self.out / "pip.txt", "a", encoding="utf-8") as log:
+            record = _lease.install(carry, log)
+        self.carry, self.failed_installs = carry, record["failed"]
+        record = {"row": "install", "part": self.part, **record}
+        self.records.append(record)
+        self.results.write(json.dumps(record, sort_keys=True) + "\n")
+        self.results.flush()
+        failed = ", ".join(record["failed"]) or "none"
+        print(f"install: {record['seconds']:.0f} s, failed: {failed}", file=sys.stderr, flush=True)
+        return record
 
     def write(self, row: Row, record: dict[str, Any]) -> None:
         record = {"row": row.name, "part": row.part, **record}
@@ -152,6 +174,11 @@ class Suite:
     def status(
         self, row: Row, status: str, budget: float, note: str, *, seconds: float, cpu_s: float
     ) -> dict:
+        if self.carry is not None:
+            failed = _lease.failed_for(row, self.failed_installs, self.carry)
+            if failed:
+                install = f"install failed: {', '.join(failed)} (see pip.txt)"
+                note = f"{install}; {note}" if note else install
         record = {
             "status": status,
             "seconds": seconds,
@@ -203,12 +230,20 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--out", type=Path, required=True, help="results directory")
     parser.add_argument("--part", choices=("speed", "paper", "all"), default="all")
+    parser.add_argument(
+        "--lease",
+        action="store_true",
+        help="every row, those with no committed GPU result first, inside 540 s (install included)",
+    )
+    parser.add_argument(
+        "--carry", type=Path, default=None, help="install the wheels of this folder first"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code paths")
     parser.add_argument(
         "--limit",
         type=float,
         default=None,
-        help="seconds for the whole run (420 a part, 840 for all; smoke 600)",
+        help="seconds for the whole run (420 a part, 840 for all, 540 --lease; smoke 600)",
     )
     parser.add_argument(
         "--rows",
@@ -225,11 +260,17 @@ def main(argv=None) -> int:
     if args.budget_scale <= 0:
         parser.error(f"--budget-scale must be positive, got {args.budget_scale}")
     limit = args.limit
-    if limit is None:  # `--part all` at full size: both parts' time
+    if limit is None and args.lease and not args.smoke:
+        limit = _lease.LEASE_LIMIT_S
+    elif limit is None:  # `--part all` at full size: both parts' time
         limit = DEFAULT_LIMIT_S[args.smoke] * (2 if args.part == "all" and not args.smoke else 1)
-    rows = [row for row in rows_of(args.part) if args.rows is None or row.name in args.rows]
-    suite = Suite(args.out, part=args.part, smoke=args.smoke, limit=limit, scale=args.budget_scale)
+    part = "lease" if args.lease else args.part
+    rows = _lease.lease_order(ROWS, _lease.committed()) if args.lease else rows_of(args.part)
+    rows = [row for row in rows if args.rows is None or row.name in args.rows]
+    suite = Suite(args.out, part=part, smoke=args.smoke, limit=limit, scale=args.budget_scale)
     try:
+        if args.carry is not None:
+            suite.install(args.carry)
         statuses = [suite.run(row) for row in rows]
     finally:
         suite.close()

@@ -33,9 +33,19 @@ def markdown(records: list[dict[str, Any]], rows: list[Row], *, part: str, smoke
         f"- jax {env.get('jax', '?')}, Python {env.get('python', '?')}, "
         f"torch {env.get('torch') or 'missing'}, "
         f"neuraloperator {env.get('neuraloperator') or 'missing'}",
+        f"- precision: jax default matmul {env.get('jax_default_matmul_precision', '?')}, "
+        f"torch matmul.allow_tf32 {env.get('torch_matmul_allow_tf32', '?')}, "
+        f"cudnn.allow_tf32 {env.get('torch_cudnn_allow_tf32', '?')}",
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        "",
     ]
+    install = next((r for r in records if r["row"] == "install"), None)
+    if install is not None:
+        failed = ", ".join(install["failed"]) or "none"
+        lines.append(
+            f"- carried wheels: {len(install['installed'])} installed in "
+            f"{install['seconds']:.0f} s, failed: {failed}"
+        )
+    lines.append("")
     for row in rows:
         mine = [r for r in records if r["row"] == row.name]
         if not mine:

@@ -1,4 +1,4 @@
-"""Prepares the wheels the GPU machine lacks, and prints the commands to run there.
+"""Prepares the wheels the GPU machine lacks, and prints the command to run there.
 
 usage: python -m benchmarks.gpu.carry [--dest .gpu-carry] [--max-mib 60]
 
@@ -6,15 +6,16 @@ The GPU machine has Python 3.12 with jax (CUDA), equinox, optax, flax,
 optimistix, lineax, diffrax, orbax, h5py, matplotlib, scipy, tqdm, jaxtyping
 and PyTorch, and no network. This downloads, for CPython 3.12 on manylinux
 x86-64 (`pip download --only-binary=:all: --no-deps`, pure-Python wheels
-too), what the suite needs beyond that: `NEEDED` (pyzmq, pyamg, ml-collections,
-neuraloperator 2.0.0, and requests, which `import neuralop` needs but
-neuraloperator does not declare) and every requirement they
+too), what the suite needs beyond that: `NEEDED`, pinned (pyzmq, pyamg,
+ml-collections, neuraloperator 2.0.0, and requests, which `import neuralop`
+needs but neuraloperator does not declare) and every requirement they
 pull in (read from each wheel's metadata, markers evaluated for that
 machine), except the packages in `PREINSTALLED` and `LEFT_OUT`. It checks that
 every carried wheel's requirements are carried or preinstalled, that the
 folder and the working tree together stay under the 64 MiB that travel, and
-prints the two commands (one per part) that install the carried packages from
-the folder (`pip install --no-index`) and run the suite.
+prints the one lease command (`lease_command`): the suite installs the folder's
+wheels itself (`benchmarks.gpu._lease.install`: pure-Python wheels first, each
+failure named in the affected rows' notes) and runs every row inside 540 s.
 
 `wandb`, which neuraloperator lists, is left out (it and its own requirements
 would not fit; neuraloperator imports it only when it is installed), so
@@ -37,8 +38,15 @@ from packaging.requirements import Requirement
 
 
 ROOT = Path(__file__).resolve().parents[2]
-# requests: `import neuralop` imports it (its dataset downloads) without declaring it
-NEEDED = ("pyzmq", "pyamg", "ml-collections", "neuraloperator==2.0.0", "requests")
+# pinned: the versions the suite is tested with here; requests: `import neuralop`
+# imports it (its dataset downloads) without declaring it
+NEEDED = (
+    "ml-collections==1.1.0",
+    "pyzmq==27.3.0",
+    "pyamg==5.4.1",
+    "neuraloperator==2.0.0",
+    "requests==2.34.2",
+)
 INSTALL_WITHOUT_DEPS = ("neuraloperator",)
 PREINSTALLED = (
     "jax",
@@ -179,14 +187,21 @@ def install_command(dest: str, wheels: dict[str, Path]) -> str:
 
 
 def run_commands(dest: str, wheels: dict[str, Path]) -> list[str]:
-    """One command per part: install (a failure is logged, the suite still runs
-    and notes the missing packages in its rows), then the part."""
+    """One command per part (the older procedure, two commands of 420 s each):
+    install (a failure is logged, the suite still runs and notes the missing
+    packages in its rows), then the part."""
     install = install_command(dest, wheels)
     return [
         f"mkdir -p $OUT/{part} && ({install}) > $OUT/{part}/pip.txt 2>&1; "
         f"PYTHONPATH=. python3 -m benchmarks.gpu --part {part} --out $OUT/{part}"
         for part in ("speed", "paper")
     ]
+
+
+def lease_command(dest: str) -> str:
+    """The one command of a lease: the suite installs the carried wheels itself
+    and runs every row, those with no committed GPU result first, inside 540 s."""
+    return f"PYTHONPATH=. python3 -m benchmarks.gpu --lease --carry {dest} --out $OUT"
 
 
 def main(argv=None) -> int:
@@ -207,9 +222,8 @@ def main(argv=None) -> int:
     if carried + tree > args.max_mib:
         print(f"too large: {carried + tree:.1f} MiB > {args.max_mib:g} MiB", file=sys.stderr)
         return 1
-    print(f"\nOn the GPU machine (carry {args.dest}), from the checkout, one command per part:\n")
-    for command in run_commands(args.dest, wheels):
-        print(command + "\n")
+    print(f"\nOn the GPU machine (carry {args.dest}), from the checkout, in one command:\n")
+    print(lease_command(args.dest))
     return 0
 
 
