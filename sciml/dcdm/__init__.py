@@ -6,6 +6,7 @@ trained convolutional network approximating `A⁻¹` up to scale (Kaneda et al.,
 ICML 2023).
 """
 
+from ._amg import DeviceAMG as DeviceAMG
 from ._baselines import (
     AbstractPreconditionerBuilder as AbstractPreconditionerBuilder,
     Identity as Identity,
