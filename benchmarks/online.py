@@ -46,11 +46,10 @@ import numpy as np
 
 
 def _producer(address, secret, run, n_steps, size, barrier, curve=True):
-    from sciml.online import _transport
-    from sciml.online._transport import SolverClient
+    from sciml.transport import SolverClient, _sockets
 
     if not curve:
-        _transport._use_curve = lambda address: False  # part 3's CURVE-off baseline
+        _sockets.use_curve = lambda address: False  # part 3's CURVE-off baseline
 
     field = np.random.default_rng(run).standard_normal((size, size)).astype(np.float32)
     with SolverClient(address, secret, run=run) as client:
@@ -64,20 +63,19 @@ def _producer(address, secret, run, n_steps, size, barrier, curve=True):
 def _curve(enabled):
     """CURVE on TCP as usual, or (`enabled=False`) off for the receiver bound
     inside the block (part 3's baseline)."""
-    from sciml.online import _transport
+    from sciml.transport import _sockets
 
-    use_curve = _transport._use_curve
+    use_curve = _sockets.use_curve
     if not enabled:
-        _transport._use_curve = lambda address: False
+        _sockets.use_curve = lambda address: False
     try:
         yield
     finally:
-        _transport._use_curve = use_curve
+        _sockets.use_curve = use_curve
 
 
 def bench_transport(size, producers, total, ring_slots=256, curve=True):
-    from sciml.online._transport import SampleReceiver
-    from sciml.online._wire import Schema, new_secret
+    from sciml.transport import SampleReceiver, Schema, new_secret
 
     per_producer = total // producers
     total = per_producer * producers
@@ -137,7 +135,8 @@ def _per_call(fn, min_seconds):
 
 
 def bench_parts(size, min_seconds):
-    from sciml.online._wire import MAC_BYTES, Schema, _mac, decode, encode_data, new_secret
+    from sciml.transport import Schema, new_secret
+    from sciml.transport._wire import MAC_BYTES, _mac, decode, encode_data
 
     secret = new_secret()
     field = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
@@ -154,15 +153,14 @@ def bench_parts(size, min_seconds):
 
 def bench_checks(size, total, repeats, min_seconds):
     """Part 3: the receive checks' per-sample cost against receiving's."""
-    from sciml.online._wire import (
+    from sciml.transport import Schema, new_secret
+    from sciml.transport._wire import (
         PREFIX_BYTES,
-        Schema,
         _parse_header,
         check_field_specs,
         check_finite,
         decode,
         encode_data,
-        new_secret,
     )
 
     secret = new_secret()

@@ -3,7 +3,7 @@
 A job is one solver process that runs a list of the study's runs one after the
 other (so a JAX solver compiles once per process, not once per run) and sends
 each time step to the trainer. Every launcher starts the same command,
-`python -m sciml.online.worker JOB.json`, with the study's secret in the
+`python -m sciml.transport.worker JOB.json`, with the study's secret in the
 process environment (never on the command line); they differ only in where
 the process runs.
 
@@ -17,74 +17,19 @@ process id at hand for fault handling.
 from __future__ import annotations
 
 import abc
-import dataclasses
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from ..transport import PARENT_ENV, WORKER_MODULE, SolverJob, secret_to_env
 from . import _processes
-
-
-#: The environment variable that carries the study's secret (hex) to a job.
-SECRET_ENV = "SCIML_ONLINE_SECRET"
-#: The environment variable that names the trainer's process id to a job it
-#: started as its own child process: the job then ends when the trainer does.
-PARENT_ENV = "SCIML_ONLINE_PARENT"
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """One run of a job: its id, attempt, parameters and seed."""
-
-    run: int
-    attempt: int
-    params: dict[str, float]
-    seed: int
-
-
-@dataclasses.dataclass(frozen=True)
-class SolverJob:
-    """What a solver process needs: written to `JOB.json` for the worker.
-
-    - `job`: the job's id in the study.
-    - `simulation`: the dotted path (`"package.module.function"`) of the
-      function that runs one simulation.
-    - `settings`: fixed keyword arguments of the simulation (JSON data).
-    - `address`: the trainer's endpoint (`tcp://…` or `ipc://…`).
-    - `n_steps`: the number of time steps every run yields.
-    - `runs`: the runs, in order.
-    - `timeout`: seconds a send may wait for the trainer before the job gives
-      up (the study's `timeout`; None: forever).
-    """
-
-    job: int
-    simulation: str
-    settings: dict[str, Any]
-    address: str
-    n_steps: int
-    runs: tuple[RunSpec, ...]
-    timeout: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SolverJob:
-        runs = tuple(RunSpec(**r) for r in data["runs"])
-        return cls(**{**data, "runs": runs})
-
-    def write(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=1))
-        return path
 
 
 def worker_command(spec_path: Path) -> list[str]:
     """The command that runs a job: this interpreter, the worker module, the spec."""
-    return [sys.executable, "-m", "sciml.online.worker", str(spec_path)]
+    return [sys.executable, "-m", WORKER_MODULE, str(spec_path)]
 
 
 def solver_environment(
@@ -93,7 +38,7 @@ def solver_environment(
     """The environment of a solver process: this one's, with `threads` CPU
     threads for XLA and BLAS, `JAX_PLATFORMS=cpu` when `cpu_only`, this
     interpreter's `sys.path` as `PYTHONPATH` (the job imports the same `sciml`
-    and solver modules), then `env`, and the secret (hex) in `SECRET_ENV`."""
+    and solver modules), then `env`, and the secret (`secret_to_env`)."""
     out = dict(os.environ)
     # A job is not the test suite's 4-device host, nor a second GPU user.
     out["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={threads}"
@@ -103,8 +48,7 @@ def solver_environment(
         out["JAX_PLATFORMS"] = "cpu"
     out["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     out.update(env)
-    out[SECRET_ENV] = secret.hex()
-    return out
+    return secret_to_env(secret, out)
 
 
 class AbstractLauncher(abc.ABC):

@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ._launch import RunSpec
+from ..transport import RunSpec, RunState
 from ._sampler import AbstractSampler, ParameterSpace
-from ._status import RunState
 
 
 PENDING, RUNNING, DONE, FAILED = RunState.PENDING, RunState.RUNNING, RunState.DONE, RunState.FAILED

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._launch import AbstractLauncher, SolverJob
+from ..transport import JobEnd, SolverJob
+from ._launch import AbstractLauncher
 from ._runs import RUNNING, RunTable
-from ._status import JobEnd
 from ._study import Study
 
 

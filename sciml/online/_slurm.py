@@ -1,7 +1,7 @@
 """The Slurm launcher: each solver job is one Slurm batch job.
 
 `submit` writes a short batch script beside the job's spec (the `setup` lines,
-then `exec python -m sciml.online.worker JOB.json`) and hands it to
+then `exec python -m sciml.transport.worker JOB.json`) and hands it to
 `sbatch --parsable --export=ALL`, run with the solver's environment: the
 study's secret reaches the job through that environment only, never through
 the command line or the script. `poll` asks `squeue` for the states of all of
@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._checks import check_positive_finite, check_positive_int
-from ._launch import AbstractLauncher, SolverJob, solver_environment, worker_command
+from ..transport import SolverJob
+from ._launch import AbstractLauncher, solver_environment, worker_command
 
 
 _log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@
 module, around one lock (a `threading.Condition`):
 
 - **receiving** (this module): the receiver thread
-  ([`SampleReceiver`][sciml.online.SampleReceiver]) authenticates, checks and
+  ([`SampleReceiver`][sciml.transport.SampleReceiver]) authenticates, checks and
   de-duplicates each message and calls the stream back; the stream puts the
   sample (its fields plus the run's parameters) into the buffer, waiting while
   the buffer is full (ZeroMQ then holds the solvers back). A sample with a NaN
@@ -40,15 +40,21 @@ import jax
 import numpy as np
 
 from ..training import EndOfData, Extra
+from ..transport import (
+    REJECT_REASONS,
+    CloseStatus,
+    Message,
+    SampleReceiver,
+    Schema,
+    connect_address,
+    new_secret,
+)
 from ._buffered import BufferedSamples
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher
 from ._runs import DONE, FAILED, RunTable
 from ._scheduler import TICK, EventLog, JobScheduler
-from ._status import CloseStatus
 from ._study import Study
-from ._transport import SampleReceiver, connect_address
-from ._wire import REJECT_REASONS, Message, Schema, new_secret
 
 
 class SampleStream:

@@ -26,9 +26,9 @@ import h5py
 import numpy as np
 
 from .._checks import check_positive_int
+from ..transport import import_simulation, simulate
 from ._runs import run_seed
 from ._sampler import AbstractSampler, MonteCarlo, ParameterSpace
-from ._worker import import_simulation
 
 
 # Validation runs take their seeds from a stream no training run uses.
@@ -138,16 +138,17 @@ def _description(study: Study, params: np.ndarray, seeds: list[int]) -> str:
     )
 
 
-def _solve_run(study: Study, simulation, row: np.ndarray, seed: int, run: int, what: str) -> list:
+def _solve_run(study: Study, simulation, row: np.ndarray, seed: int, run: int) -> list:
     """The time steps of one run: `{fields..., "params", "run", "step"}` each."""
-    fields = list(simulation(study.space.as_dict(row), seed=seed, **study.settings))
-    if len(fields) != study.n_steps:
-        raise ValueError(
-            f"the simulation {study.simulation} yielded {len(fields)} steps for {what}; "
-            f"the study declares n_steps = {study.n_steps}."
-        )
+    steps = simulate(
+        simulation,
+        study.space.as_dict(row),
+        seed=seed,
+        settings=study.settings,
+        n_steps=study.n_steps,
+    )
     params = row.astype(np.float32)
-    return [{**f, "params": params, "run": run, "step": k} for k, f in enumerate(fields)]
+    return [{**f, "params": params, "run": run, "step": k} for k, f in enumerate(steps)]
 
 
 def _stack(steps: list[dict]) -> dict[str, np.ndarray]:
@@ -179,7 +180,7 @@ def _solve_validation(study: Study) -> tuple[list[dict], list[dict[str, Any]]]:
     for j in range(n):
         draw = j
         for attempt in range(study.max_attempts):
-            run = _solve_run(study, simulation, params[draw], seeds[draw], j, "a validation run")
+            run = _solve_run(study, simulation, params[draw], seeds[draw], j)
             bad = _first_non_finite(run)
             if bad is None:
                 steps += run
@@ -288,7 +289,7 @@ def offline_data(study: Study, n_runs: int, path: str | Path) -> dict[str, np.nd
             f.create_dataset("done", data=np.zeros(n_runs, bool))
         for r in np.flatnonzero(~f["done"][...]):
             simulation = simulation or import_simulation(study.simulation)
-            data = _stack(_solve_run(study, simulation, params[r], seeds[r], int(r), f"run {r}"))
+            data = _stack(_solve_run(study, simulation, params[r], seeds[r], int(r)))
             for name, array in data.items():
                 if name not in f:
                     f.create_dataset(name, (n_runs * n, *array.shape[1:]), array.dtype)

@@ -57,7 +57,7 @@ def test_importable_and_usable_without_jax():
         """
         import numpy as np
         import sciml._checks as c
-        import sciml.online._wire, sciml.online._transport  # the worker's side
+        import sciml.transport  # the worker's side
 
         assert c.check_int("n", np.int64(3), minimum=0) == 3
         assert c.check_real("dt", 0.5, positive=True) == 0.5

@@ -8,7 +8,8 @@ import numpy as np
 
 from sciml.online import CloseStatus, JobEnd, RunState, RunTable
 from sciml.online._sampler import MonteCarlo, ParameterSpace
-from sciml.online._wire import Schema, decode, encode_close, new_secret
+from sciml.transport import Schema, new_secret
+from sciml.transport._wire import decode, encode_close
 
 
 def test_members_are_their_strings():

@@ -49,8 +49,8 @@ def test_v_cycle_equals_pyamg(name):
         r = rng.standard_normal(labels.shape)
         out = np.asarray(apply(jnp.asarray(r)))
         expected = reference.matvec(r.reshape(-1)[active])
-        # measured max error / max |expected|: 2e-16 (2d), 3e-16 (closed), 2e-16 (3d);
-        # dropping the post-smoother gives 0.8
+        # measured max error / max |expected|: 7e-16 (2d), 6e-16 (closed), 3e-16 (3d);
+        # the cycle without its post-smoother is off by 0.057 (12.1 of 213)
         scale = np.abs(expected).max()
         np.testing.assert_allclose(out.reshape(-1)[active], expected, rtol=0, atol=1e-13 * scale)
         assert np.all(np.delete(out.reshape(-1), active) == 0)  # empty rows map to zero
@@ -63,9 +63,9 @@ def test_v_cycle_in_float32():
     expected = DeviceAMG().hierarchy(A).aspreconditioner().matvec(r.reshape(-1)[active])
     out = jax.jit(DeviceAMG().build(matrix, labels.shape))(jnp.asarray(r, jnp.float32))
     assert out.dtype == jnp.float32
-    # measured relative error 3e-7 (float32 round-off)
+    # measured max error / max |expected|: 1.4e-7 (float32 round-off)
     error = np.abs(np.asarray(out, np.float64).reshape(-1)[active] - expected).max()
-    assert error <= 1e-5 * np.abs(expected).max()
+    assert error <= 2e-6 * np.abs(expected).max()
 
 
 @pytest.mark.parametrize("name", ["2d", pytest.param("3d", marks=pytest.mark.slow)])

@@ -1,14 +1,14 @@
 """Stand-in solver processes for the transport tests (and the online benchmark).
 
 Kept apart from the test modules so that a spawned process imports only numpy,
-pyzmq and the client side of `sciml.online`, never JAX.
+pyzmq and `sciml.transport`, never JAX.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from sciml.online._transport import SolverClient
+from sciml.transport import SolverClient
 
 
 def field_value(run: int, step: int, shape: tuple[int, ...]) -> np.ndarray:

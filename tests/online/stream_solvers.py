@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import zmq
 
-from sciml.online._launch import RunSpec, SolverJob
-from sciml.online._transport import secret_from_env, secure_client_socket
-from sciml.online._wire import encode_data, encode_open, new_secret
+from sciml.transport import SECRET_ENV, RunSpec, SolverJob, new_secret, secret_from_env
+from sciml.transport._sockets import secure_client_socket
+from sciml.transport._wire import encode_data, encode_open
 
 
 def counter(params, *, seed, n_steps, size=4):
@@ -36,7 +36,7 @@ def crash_once(params, *, seed, n_steps, marker_dir, crash_after, mode="kill", s
     attempt."""
     marker = Path(marker_dir) / f"seed-{seed}"
     # only in a solver process (validation runs are solved in the trainer's)
-    in_worker = "SCIML_ONLINE_SECRET" in os.environ
+    in_worker = SECRET_ENV in os.environ
     first = in_worker and params["a"] < 0.5 and not marker.exists()
     for k, fields in enumerate(counter(params, seed=seed, n_steps=n_steps, size=size)):
         yield fields
@@ -65,7 +65,7 @@ def slow_counter(params, *, seed, n_steps, delay, size=4):
 def diverging(params, *, seed, n_steps, at_step, size=4):
     """`counter`, but in a solver process a run with `a < 0.5` diverges at
     step `at_step`, at every attempt: that step holds NaN, later ones +inf."""
-    in_worker = "SCIML_ONLINE_SECRET" in os.environ
+    in_worker = SECRET_ENV in os.environ
     for k, fields in enumerate(counter(params, seed=seed, n_steps=n_steps, size=size)):
         if in_worker and params["a"] < 0.5 and k >= at_step:
             fields["u"][1] = np.nan if k == at_step else np.inf
@@ -104,7 +104,7 @@ def hang_replaying_open(params, *, seed, n_steps, marker_dir, replay_for, size=4
 def _first_in_a_worker(marker: Path) -> bool:
     """True in a solver process the first time it is asked (across processes:
     creates `marker` exclusively); False in the trainer's (validation runs)."""
-    if "SCIML_ONLINE_SECRET" not in os.environ:
+    if SECRET_ENV not in os.environ:
         return False
     try:
         os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
@@ -117,7 +117,7 @@ def _job_run(seed: int) -> tuple[SolverJob, RunSpec, bytes]:
     """In a solver process: the job, the spec of the run seeded `seed`, the secret."""
     job = SolverJob.from_json(json.loads(Path(sys.argv[1]).read_text()))
     (spec,) = [r for r in job.runs if r.seed == seed]
-    return job, spec, bytes.fromhex(os.environ["SCIML_ONLINE_SECRET"])
+    return job, spec, secret_from_env()
 
 
 def hostile(params, *, seed, n_steps, marker_dir, size=4):

@@ -1,37 +1,31 @@
-"""`sciml.online` imports its names on first use: a solver process (the worker,
-`SolverClient`) starts without importing JAX, and the lazy table matches the
-imports that type checkers and the API docs read."""
+"""`sciml.online` imports its names eagerly, the transport's among them (the
+process boundary itself, `sciml.transport`, is tested without JAX in
+tests/packaging/test_no_jax.py), and the security page names real tests."""
 
-import ast
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import sciml.online
+import sciml.transport
 
 
-def test_the_solver_side_imports_no_jax():
-    code = (
-        "import sys, sciml.online, sciml.online.worker\n"
-        "from sciml.online import SolverClient, SolverJob\n"
-        "assert 'jax' not in sys.modules, sorted(m for m in sys.modules if 'jax' in m)[:5]\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
-
-
-def test_lazy_names_match_the_typing_imports_and_resolve():
-    tree = ast.parse(Path(sciml.online.__file__).read_text())
-    typing_block = next(
-        node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node)
-    )
-    imported = {
-        alias.asname: f".{node.module}" for node in typing_block.body for alias in node.names
-    }
-    assert imported == sciml.online._EXPORTS
-    for name in sciml.online.__all__:
-        value = getattr(sciml.online, name)
-        assert getattr(value, "__name__", name) == name or name.isupper()
+def test_online_re_exports_the_transport_names_it_always_had():
+    assert not hasattr(sciml.online, "__getattr__")  # no lazy export table
+    moved = [
+        "CloseStatus",
+        "FieldSpec",
+        "JobEnd",
+        "Message",
+        "RejectedMessage",
+        "RunSpec",
+        "RunState",
+        "SampleReceiver",
+        "Schema",
+        "SolverClient",
+        "SolverJob",
+    ]
+    for name in moved:
+        assert getattr(sciml.online, name) is getattr(sciml.transport, name), name
 
 
 def test_the_security_page_names_only_tests_that_exist():

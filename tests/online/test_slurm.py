@@ -19,7 +19,6 @@ import pytest
 from experiments.configs.online_ns_tfno import get_config
 from experiments.tasks.online.online_common import launcher_from_config
 from sciml.online import SlurmLauncher, SolverJob
-from sciml.online._launch import SECRET_ENV
 from sciml.online._slurm import (
     LOST,
     check_time,
@@ -28,7 +27,7 @@ from sciml.online._slurm import (
     parse_scontrol,
     parse_squeue,
 )
-from sciml.online._transport import connect_address
+from sciml.transport import SECRET_ENV, connect_address
 
 from .slurm_cluster import SlurmCluster, Unavailable
 from .test_trainer import N_STEPS, PLANNED, accepted_ids, events, make_study, train
@@ -164,7 +163,7 @@ def test_submit_passes_options_and_keeps_the_secret_off_the_command_line(fake_sl
     assert "--export=ALL" in args and "--no-requeue" in args
     text = script.read_text()
     assert text.splitlines()[2] == "module load python"
-    assert text.splitlines()[-1].endswith(f"-m sciml.online.worker {spec}")
+    assert text.splitlines()[-1].endswith(f"-m sciml.transport.worker {spec}")
     # the secret travels in sbatch's environment only
     env = dict(line.split("=", 1) for line in (fake_slurm / "sbatch.env").read_text().splitlines())
     assert env[SECRET_ENV] == secret.hex() and env["MY_VAR"] == "1"

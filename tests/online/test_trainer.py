@@ -17,8 +17,8 @@ import optax
 import pytest
 
 from sciml.online import FIFO, ParameterSpace, Study, train_online
-from sciml.online._wire import REJECT_REASONS
 from sciml.training import Checkpointer, read_metrics
+from sciml.transport import REJECT_REASONS
 
 
 N_RUNS, N_STEPS = 6, 5
@@ -161,7 +161,7 @@ def test_every_rejection_reason_is_counted_in_the_summary_and_metrics_and_warned
     tmp_path, caplog
 ):
     study = make_study("hostile", {"marker_dir": str(tmp_path)}, runs_per_job=1)
-    with caplog.at_level(logging.WARNING, logger="sciml.online._transport"):
+    with caplog.at_level(logging.WARNING, logger="sciml.transport._receiver"):
         result = train(study, tmp_path / "run")
     summary = result.summary
     rejections = summary["rejections"]

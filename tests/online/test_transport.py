@@ -20,27 +20,20 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from sciml.online._transport import (
-    MAXMSGSIZE_SLACK,
+from sciml.transport import (
+    REJECT_REASONS,
+    RejectedMessage,
     SampleReceiver,
+    Schema,
     SolverClient,
+    new_secret,
     read_secret,
     secret_from_env,
     secret_to_env,
-    secure_client_socket,
     write_secret,
 )
-from sciml.online._wire import (
-    REJECT_REASONS,
-    RejectedMessage,
-    Schema,
-    decode,
-    encode_close,
-    encode_data,
-    encode_open,
-    max_message_bytes,
-    new_secret,
-)
+from sciml.transport._sockets import MAXMSGSIZE_SLACK, secure_client_socket
+from sciml.transport._wire import decode, encode_close, encode_data, encode_open, max_message_bytes
 
 from ._solvers import field_value, params_of, send_runs
 
@@ -498,7 +491,7 @@ def test_replayed_opens_and_closes_are_duplicates_that_reach_no_callback():
 
 def test_rejections_are_warned_about_in_few_lines_that_count_them_all(caplog):
     forged = encode_data(new_secret(), 0, 0, 3, _solvers_fields(0, 3))
-    with caplog.at_level(logging.WARNING, logger="sciml.online._transport"):
+    with caplog.at_level(logging.WARNING, logger="sciml.transport._receiver"):
         with SampleReceiver(SCHEMA, SECRET, **Sink().callbacks()) as receiver:
             context = zmq.Context()
             raw = context.socket(zmq.PUSH)

@@ -2,10 +2,13 @@
 `solvers/`, `experiments/` or `benchmarks/`; `solvers/` never imports the
 library; inside `sciml`, each subpackage imports only from floors below its
 own (so models never import `sciml.training`, and nothing runs back up);
+`sciml.transport`, the process boundary, imports only `sciml._checks`, numpy,
+pyzmq and the standard library (a solver process imports it without JAX);
 benchmarks import the library and `solvers/`, not `experiments/` (the few
 that still run an experiment's set-up are listed, and the list only shrinks)."""
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ FLOORS = {
     "_checks": 0,
     "_custom_types": 0,
     "solution": 1,
+    "transport": 1,  # the process boundary: see TRANSPORT_IMPORTS
     "recurrence": 1,
     "data": 1,
     "operators": 2,  # models
@@ -32,6 +36,9 @@ FLOORS = {
     "online": 4,
     "experiment": 4,
 }
+
+# what `sciml.transport` may import besides the standard library and itself
+TRANSPORT_IMPORTS = {"numpy", "zmq", "sciml._checks"}
 
 
 # benchmarks that still run an experiment's own set-up (its config, model and
@@ -87,6 +94,19 @@ def violations(path: Path, source: str) -> list[str]:
     return found
 
 
+def transport_violations(path: Path, source: str) -> list[str]:
+    """The imports of a `sciml/transport` file that are neither the standard
+    library, nor `sciml.transport` itself, nor in `TRANSPORT_IMPORTS`."""
+    found = []
+    for name in sorted(imported_modules(path, source)):
+        head = name.split(".")[0]
+        if head in sys.stdlib_module_names or name.startswith("sciml.transport"):
+            continue
+        if not any(name == m or name.startswith(m + ".") for m in TRANSPORT_IMPORTS):
+            found.append(f"{path} imports {name}: sciml.transport imports only {TRANSPORT_IMPORTS}")
+    return found
+
+
 def _files(top: str) -> list[Path]:
     return sorted(p.relative_to(ROOT) for p in (ROOT / top).rglob("*.py"))
 
@@ -100,6 +120,19 @@ def test_every_sciml_subpackage_has_a_floor():
 def test_imports_follow_the_layers(top):
     found = [v for p in _files(top) for v in violations(p, (ROOT / p).read_text())]
     assert not found, "\n".join(found)
+
+
+def test_the_transport_imports_only_the_standard_library_numpy_and_zmq():
+    files = _files("sciml/transport")
+    assert files
+    found = [v for p in files for v in transport_violations(p, (ROOT / p).read_text())]
+    assert not found, "\n".join(found)
+    path = Path("sciml/transport/_client.py")
+    bad = "import jax\nimport zmq\nfrom .._checks import check_int\nfrom ..online import FIFO\n"
+    assert transport_violations(path, bad) == [
+        f"{path} imports jax: sciml.transport imports only {TRANSPORT_IMPORTS}",
+        f"{path} imports sciml.online: sciml.transport imports only {TRANSPORT_IMPORTS}",
+    ]
 
 
 def test_the_reader_sees_relative_absolute_and_forbidden_imports():

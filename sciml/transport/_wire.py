@@ -60,13 +60,13 @@ import hmac
 import json
 import math
 import numbers
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._checks import check_int, is_int
+from ._secret import check_secret
 from ._status import CloseStatus
 
 
@@ -75,7 +75,6 @@ VERSION = 1
 MAX_HEADER_BYTES = 16384
 PREFIX_BYTES = 8
 MAC_BYTES = 32
-MIN_SECRET_BYTES = 16
 KINDS = ("open", "data", "close")
 REJECT_REASONS = (
     "auth",
@@ -240,22 +239,6 @@ def max_message_bytes(schema: Schema) -> int:
     """The size of the largest message a receiver of `schema` accepts (a data
     message with a header of `MAX_HEADER_BYTES`)."""
     return PREFIX_BYTES + MAX_HEADER_BYTES + schema.max_payload_bytes() + MAC_BYTES
-
-
-def new_secret() -> bytes:
-    """A fresh random per-study secret (32 bytes)."""
-    return secrets.token_bytes(32)
-
-
-def check_secret(secret: Any) -> bytes:
-    """Returns `secret` if it is `bytes` of at least `MIN_SECRET_BYTES`; raises otherwise."""
-    if not isinstance(secret, bytes) or len(secret) < MIN_SECRET_BYTES:
-        shown = f"{len(secret)} bytes" if isinstance(secret, bytes) else type(secret).__name__
-        raise ValueError(
-            f"`secret` must be bytes of length >= {MIN_SECRET_BYTES} (e.g. from "
-            f"`new_secret()`), got {shown}."
-        )
-    return secret
 
 
 def encode_open(secret: bytes, run: int, attempt: int, params: Mapping[str, Any]) -> bytes:

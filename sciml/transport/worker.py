@@ -1,11 +1,14 @@
-"""The solver process: `python -m sciml.online.worker JOB.json`.
+"""The solver process: `python -m sciml.transport.worker JOB.json`.
 
-Runs each run of the job (see [`SolverJob`][sciml.online.SolverJob]) in turn:
+Runs each run of the job (see [`SolverJob`][sciml.transport.SolverJob]) in turn:
 imports the solver function by its dotted path, calls it with the run's
 parameters, seed and the study's settings, and sends every yielded time step
-to the trainer through a [`SolverClient`][sciml.online.SolverClient]
+to the trainer through a [`SolverClient`][sciml.transport.SolverClient]
 (`open(params) → send(step, fields) → close(status)`). The study's secret comes
-from the environment variable `SCIML_ONLINE_SECRET` (hex).
+from the environment variable `SECRET_ENV` (see `secret_from_env`).
+
+The package does not import this module, so that running it with `-m`
+executes it once, fresh.
 
 A job started by the trainer on this machine dies with it (see
 `die_with_parent`). A solver that raises closes its run with an error status and the process exits
@@ -18,7 +21,6 @@ would reject those steps).
 from __future__ import annotations
 
 import ctypes
-import importlib
 import json
 import os
 import signal
@@ -28,9 +30,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ._launch import PARENT_ENV, SECRET_ENV, RunSpec, SolverJob
+from ._client import SolverClient
+from ._job import PARENT_ENV, WORKER_MODULE, RunSpec, SolverJob
+from ._secret import secret_from_env
+from ._simulation import import_simulation, simulate
 from ._status import CloseStatus
-from ._transport import SolverClient
 
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -65,20 +69,6 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def import_simulation(path: str) -> Callable:
-    """The function named by a dotted path `package.module.function`."""
-    module_name, _, name = path.rpartition(".")
-    if not module_name:
-        raise ValueError(
-            f"`simulation` must be a dotted path 'package.module.function', got {path!r}."
-        )
-    module = importlib.import_module(module_name)
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no function {name!r}.") from None
-
-
 def run_one(simulation: Callable, job: SolverJob, run: RunSpec, secret: bytes) -> None:
     """Streams the time steps of one run of `simulation` to the trainer."""
     timeout_ms = None if job.timeout is None else max(1, round(job.timeout * 1000))
@@ -86,18 +76,11 @@ def run_one(simulation: Callable, job: SolverJob, run: RunSpec, secret: bytes) -
         job.address, secret, run=run.run, attempt=run.attempt, send_timeout_ms=timeout_ms
     ) as client:
         client.open(run.params)
-        steps = 0
-        for step, fields in enumerate(simulation(dict(run.params), seed=run.seed, **job.settings)):
-            if step >= job.n_steps:
-                raise RuntimeError(
-                    f"the simulation yielded more than the study's n_steps = {job.n_steps} steps."
-                )
+        steps = simulate(
+            simulation, run.params, seed=run.seed, settings=job.settings, n_steps=job.n_steps
+        )
+        for step, fields in enumerate(steps):
             client.send(step, fields)
-            steps += 1
-        if steps != job.n_steps:
-            raise RuntimeError(
-                f"the simulation yielded {steps} steps, the study expects {job.n_steps}."
-            )
         client.close(CloseStatus.OK)
 
 
@@ -111,14 +94,19 @@ def run_job(job: SolverJob, secret: bytes) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m sciml.online.worker JOB.json", file=sys.stderr)
+        print(f"usage: python -m {WORKER_MODULE} JOB.json", file=sys.stderr)
         return 2
-    secret_hex = os.environ.get(SECRET_ENV)
-    if not secret_hex:
-        print(f"{SECRET_ENV} is not set: the study's secret is missing.", file=sys.stderr)
+    try:
+        secret = secret_from_env()
+    except (KeyError, ValueError) as error:
+        print(error.args[0], file=sys.stderr)
         return 2
     if os.environ.get(PARENT_ENV):
         die_with_parent(int(os.environ[PARENT_ENV]))
     job = SolverJob.from_json(json.loads(Path(argv[0]).read_text()))
-    run_job(job, bytes.fromhex(secret_hex))
+    run_job(job, secret)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,7 +20,7 @@ class _Text(str, enum.Enum):
 
 
 class RunState(_Text):
-    """A run's state in the [`RunTable`][sciml.online.RunTable] (saved with each
+    """A run's state in the `RunTable` of `sciml.online` (saved with each
     checkpoint)."""
 
     PENDING = "pending"

@@ -1,11 +1,8 @@
-"""Sample transport over ZeroMQ: the server's `SampleReceiver` and the solvers' `SolverClient`.
+"""The trainer's side of the transport: `SampleReceiver` (the solvers' side is `SolverClient`).
 
 Solvers PUSH, the server PULLs (ZeroMQ fair-queues between the connected
 solvers). Each message is the single-frame format of `_wire`: authenticated by
-an HMAC with a per-study secret, no pickle. The secret reaches solver processes
-through the environment (`secret_to_env` / `secret_from_env`) or a file of mode
-0600 (`write_secret` / `read_secret`), never the command line, which other
-users of the machine can read.
+an HMAC with a per-study secret (see `_secret`), no pickle.
 
 **Delivery semantics.** A sample's id is `(run, step)`. The receiver keeps the
 ids it accepted (a set for lookups, a list in acceptance order that is part of
@@ -47,7 +44,7 @@ unknown run) and counted under `counters()["rejected_<reason>"]`. A data
 message with a NaN or an infinity in a field is rejected as `non_finite`
 before it can reach `on_data`, and handed to `on_non_finite`, so that the
 run that sent it can be failed. Rejections are also reported as a warning
-(logger `sciml.online._transport`), at most one line per `WARNING_INTERVAL`
+(logger `sciml.transport._receiver`), at most one line per `WARNING_INTERVAL`
 seconds, that counts them by reason since the previous line (the last ones are
 reported when the receiver stops). An exception while decoding never stops the
 receiver. An exception raised by a callback (`on_open`, `on_data`, `on_close`,
@@ -59,105 +56,37 @@ Nothing here imports JAX: solver processes that only send stay light.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
-import os
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from socket import gethostname
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import zmq
-from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
 from .._checks import check_int
-from ._status import CloseStatus
+from . import _sockets
+from ._secret import check_secret
+from ._sockets import HANDSHAKE_FAILED, MAXMSGSIZE_SLACK, check_address, curve_keys
 from ._wire import (
     REJECT_REASONS,
     Message,
     RejectedMessage,
     Schema,
     check_finite,
-    check_secret,
     decode,
-    encode_close,
-    encode_data,
-    encode_open,
     max_message_bytes,
 )
 
 
-SECRET_ENV = "SCIML_ONLINE_SECRET"
-# What CURVE adds to a frame on the wire (command name, nonce, box MAC, flags:
-# 33 bytes); frames above the largest valid message by more are dropped by ZeroMQ.
-MAXMSGSIZE_SLACK = 64
-_HANDSHAKE_FAILED = (
-    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-)
-# What a client watches of its connection (TCP with CURVE): made, and its
-# handshake accepted or refused.
-_CLIENT_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | _HANDSHAKE_FAILED
 _POLL_MS = 100
 #: Seconds between two warning lines about rejected messages.
 WARNING_INTERVAL = 10.0
 _DETAIL_CHARS = 200  # of a rejection's text in a warning line
 _BATCH = 256  # messages handled between two checks of the stop flag
 _log = logging.getLogger(__name__)
-
-
-def _check_address(address: Any) -> str:
-    if not isinstance(address, str) or not address.startswith(("tcp://", "ipc://")):
-        raise ValueError(
-            "`address` must be a ZeroMQ endpoint 'tcp://HOST:PORT' or 'ipc://PATH', "
-            f"got {address!r}."
-        )
-    return address
-
-
-def connect_address(address: str) -> str:
-    """The endpoint a client on another machine connects to, for a bound
-    `address`: a wildcard host (`tcp://0.0.0.0:PORT`, `tcp://*:PORT`,
-    `tcp://[::]:PORT`) becomes this machine's host name; others are returned
-    as they are."""
-    match = re.fullmatch(r"tcp://(0\.0\.0\.0|\*|\[::\]|::):(\d+)", address)
-    if match is None:
-        return address
-    return f"tcp://{gethostname()}:{match.group(2)}"
-
-
-def curve_keys(secret: bytes) -> dict[str, bytes]:
-    """The CURVE key pairs (Z85-encoded) of a study's TCP transport, derived from
-    its secret: `server_public`, `server_secret`, `client_public`,
-    `client_secret`. A client must know `server_public` to complete the
-    handshake (the server cannot open its hello otherwise), so it is kept as
-    secret as the secret it comes from."""
-    keys = {}
-    for side in ("server", "client"):
-        seed = hmac.new(check_secret(secret), f"sciml-online curve {side}".encode(), hashlib.sha256)
-        secret_key = z85.encode(seed.digest())
-        keys[f"{side}_secret"] = secret_key
-        keys[f"{side}_public"] = zmq.curve_public(secret_key)
-    return keys
-
-
-def _use_curve(address: str) -> bool:
-    return address.startswith("tcp://") and zmq.has("curve")
-
-
-def secure_client_socket(socket: zmq.Socket, secret: bytes, address: str) -> None:
-    """Sets a client socket's CURVE keys for a TCP `address` (nothing for ipc)."""
-    if _use_curve(address):
-        keys = curve_keys(secret)
-        socket.curve_secretkey = keys["client_secret"]
-        socket.curve_publickey = keys["client_public"]
-        socket.curve_serverkey = keys["server_public"]
 
 
 def _check_callable(name: str, value: Any) -> Callable:
@@ -217,7 +146,7 @@ class SampleReceiver:
         self._on_close = _check_callable("on_close", on_close)
         self._is_known_run = _check_callable("is_known_run", is_known_run)
         self._on_non_finite = _check_callable("on_non_finite", on_non_finite)
-        self.address = _check_address("tcp://127.0.0.1:*" if address is None else address)
+        self.address = check_address("tcp://127.0.0.1:*" if address is None else address)
         self._hwm = check_int("hwm", hwm, minimum=1)
         ids = np.asarray(list(accepted), dtype=np.int64).reshape(-1, 2)
         self._accepted_list = [(int(run), int(step)) for run, step in ids]
@@ -258,12 +187,12 @@ class SampleReceiver:
             socket.setsockopt(zmq.RCVHWM, self._hwm)
             limit = max_message_bytes(self.schema) + MAXMSGSIZE_SLACK
             socket.setsockopt(zmq.MAXMSGSIZE, limit)
-            if _use_curve(self.address):
+            if _sockets.use_curve(self.address):
                 keys = curve_keys(self._secret)
                 socket.curve_secretkey = keys["server_secret"]
                 socket.curve_publickey = keys["server_public"]
                 socket.curve_server = True
-            monitor = socket.get_monitor_socket(_HANDSHAKE_FAILED)
+            monitor = socket.get_monitor_socket(HANDSHAKE_FAILED)
             socket.bind(self.address)
             self.address = socket.getsockopt_string(zmq.LAST_ENDPOINT)
         except BaseException:
@@ -389,7 +318,7 @@ class SampleReceiver:
                 event = parse_monitor_message(monitor.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
                 return
-            if event["event"] & _HANDSHAKE_FAILED:
+            if event["event"] & HANDSHAKE_FAILED:
                 self._reject(
                     "auth",
                     f"auth: a peer failed the connection handshake (code {event['value']})",
@@ -467,240 +396,3 @@ class SampleReceiver:
                 (self._on_open if message.kind == "open" else self._on_close)(message)
         except BaseException as error:  # a bug in a callback: surface it in stop()
             self.error = error
-
-
-class SolverClient:
-    """Solver side: `open(params)`, then `send(step, fields)` per time step,
-    then `close(status)`.
-
-    **Arguments:**
-
-    - `address`: the receiver's `address`.
-    - `secret`: the study's secret (see `secret_from_env`, `read_secret`).
-    - `run`: this run's id (>= 0); `attempt`: how many times it was restarted.
-    - `sndhwm`: how many messages queue here before `send` blocks.
-    - `send_timeout_ms`: how long `send` may block on a full queue before it
-      raises `TimeoutError` (None: forever). A solver whose trainer is gone
-      (killed, or restarted on another address) then exits instead of
-      waiting forever.
-    - `linger_ms`: how long `close` waits for queued messages to be delivered
-      (default: `send_timeout_ms`, or 30 s without one); if they were not,
-      `close` raises `TimeoutError`.
-
-    As a context manager, an exception inside the block closes the run with
-    status `"error: <type>: <message>"` (and propagates); otherwise `"ok"`.
-
-    The `TimeoutError` says why, as far as the client can tell: over TCP it
-    watches its connection, so it tells a trainer that refuses its CURVE
-    handshake (the two sides do not share the study's secret: the receiver
-    cuts the connection without a reply, and the client retries) from one it
-    cannot reach and from one that is connected but takes nothing. Over ipc a
-    message with another secret is delivered and rejected by its HMAC on the
-    trainer's side (counted as `auth` and warned about there), unseen here.
-    """
-
-    def __init__(
-        self,
-        address: str,
-        secret: bytes,
-        *,
-        run: int,
-        attempt: int = 0,
-        sndhwm: int = 16,
-        send_timeout_ms: int | None = None,
-        linger_ms: int | None = None,
-    ):
-        self.address = _check_address(address)
-        self._secret = check_secret(secret)
-        self.run = check_int("run", run, minimum=0)
-        self.attempt = check_int("attempt", attempt, minimum=0)
-        sndhwm = check_int("sndhwm", sndhwm, minimum=1)
-        if send_timeout_ms is not None:
-            send_timeout_ms = check_int("send_timeout_ms", send_timeout_ms, minimum=1)
-        self._send_timeout_ms = send_timeout_ms
-        if linger_ms is None:
-            linger_ms = 30000 if send_timeout_ms is None else send_timeout_ms
-        self._linger_ms = check_int("linger_ms", linger_ms, minimum=0)
-        self._opened = self._closed = False
-        self._context = zmq.Context(io_threads=1)
-        self._socket = self._context.socket(zmq.PUSH)
-        self._socket.setsockopt(zmq.SNDHWM, sndhwm)
-        self._socket.setsockopt(zmq.LINGER, self._linger_ms)
-        secure_client_socket(self._socket, self._secret, self.address)
-        self._monitor = None
-        if _use_curve(self.address):
-            self._monitor = self._socket.get_monitor_socket(_CLIENT_EVENTS)
-        # what the monitor told so far: connections made, handshakes refused,
-        # whether the latest handshake was accepted
-        self._link = {"connected": 0, "refused": 0, "accepted": False}
-        if send_timeout_ms is not None:
-            self._socket.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
-        self._socket.connect(self.address)
-
-    def open(self, params: Mapping[str, float]) -> None:
-        """Announces the run with its parameters (names to finite floats)."""
-        self._check_state("open")
-        if self._opened:
-            raise RuntimeError("`open` was already called for this run.")
-        self._send(encode_open(self._secret, self.run, self.attempt, params))
-        self._opened = True
-
-    def send(self, step: int, fields: Mapping[str, Any]) -> None:
-        """Sends time step `step` (arrays made little-endian C-contiguous);
-        blocks while the server's queues are full."""
-        self._check_state("send")
-        if not self._opened:
-            raise RuntimeError("call `open(params)` before `send`.")
-        self._send(encode_data(self._secret, self.run, self.attempt, step, fields), copy=False)
-
-    def _send(self, data: bytes, copy: bool = True) -> None:
-        try:
-            self._socket.send(data, copy=copy)
-        except zmq.Again:
-            raise self._timeout(self._send_timeout_ms) from None
-
-    def _watch(self, wait_ms: int = 0) -> None:
-        """Reads the connection events queued by the monitor; with `wait_ms`,
-        waits up to that long for a handshake's outcome (accepted or refused)."""
-        if self._monitor is None or self._monitor.closed:
-            return
-        deadline = time.monotonic() + wait_ms / 1000
-        while True:
-            try:
-                event = parse_monitor_message(self._monitor.recv_multipart(zmq.NOBLOCK))
-            except zmq.Again:
-                left_ms = 1000 * (deadline - time.monotonic())
-                if self._link["accepted"] or self._link["refused"] or left_ms <= 0:
-                    return
-                self._monitor.poll(max(1, round(left_ms)))
-                continue
-            if event["event"] == zmq.EVENT_CONNECTED:
-                self._link["connected"] += 1
-            elif event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self._link["accepted"] = True
-            else:  # the trainer cut the connection during the handshake
-                self._link["refused"] += 1
-                self._link["accepted"] = False
-
-    def _timeout(self, ms: int) -> TimeoutError:
-        """The error of a message not taken within `ms`, with its likely cause."""
-        self._watch()
-        text = f"run {self.run}: the trainer at {self.address} took no message for {ms / 1000:g} s"
-        link = self._link
-        if self._monitor is not None and link["refused"] and not link["accepted"]:
-            # a CURVE server with other keys cannot open our hello: it closes
-            # the connection without a reply (no ZAP, so no error status)
-            text += (
-                f": it refused this process's connection {link['refused']} times at the "
-                "CURVE handshake, which fails when the two sides do not share the "
-                "study's secret. Check that this process was given the secret of the "
-                f"trainer's study (the environment variable {SECRET_ENV}, or the secret "
-                "file it reads), not one of another or an earlier study."
-            )
-        elif self._monitor is not None and not link["connected"]:
-            text += ": no connection to it could be made; is it still running?"
-        else:
-            text += "; is it still running?"
-        return TimeoutError(text)
-
-    def close(self, status: str = CloseStatus.OK) -> None:
-        """Sends the close message, then closes the socket, waiting up to
-        `linger_ms` for queued messages to be delivered; raises `TimeoutError`
-        if they were not (the trainer is gone). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        queued = True
-        try:
-            # a full queue to a server that is gone must not block forever
-            self._socket.setsockopt(zmq.SNDTIMEO, self._linger_ms)
-            try:
-                self._socket.send(encode_close(self._secret, self.run, self.attempt, status))
-            except zmq.Again:
-                queued = False
-        finally:
-            start = time.monotonic()
-            if self._monitor is not None:
-                # the context ends only once the monitor is closed: learn how
-                # the connection went first (within the linger)
-                self._watch(self._linger_ms)
-                self._socket.disable_monitor()
-                self._monitor.close(linger=0)
-            spent_ms = 1000 * (time.monotonic() - start)
-            self._socket.close(linger=max(0, round(self._linger_ms - spent_ms)))
-            self._context.term()  # returns once all is delivered, or at the linger
-            waited_ms = 1000 * (time.monotonic() - start)
-        # ZeroMQ's timers run on a cached clock of 1 ms precision: the linger
-        # can end up to ~1 ms early by ours (measured: 199.7 ms for 200 ms).
-        slack_ms = min(5.0, self._linger_ms / 2)
-        if self._linger_ms and (not queued or waited_ms >= self._linger_ms - slack_ms):
-            raise self._timeout(self._linger_ms)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def _check_state(self, what: str) -> None:
-        if self._closed:
-            raise RuntimeError(f"cannot `{what}`: this SolverClient is closed.")
-
-    def __enter__(self) -> SolverClient:
-        return self
-
-    def __exit__(self, exc_type, exc, traceback) -> None:
-        if exc_type is None:
-            self.close(CloseStatus.OK)
-            return
-        if exc_type is TimeoutError:  # the trainer is gone: nothing would arrive
-            self._linger_ms = 0
-        try:
-            self.close(CloseStatus.error(f"{exc_type.__name__}: {exc}"))
-        except TimeoutError:
-            pass  # the error in the block is the one to report
-
-
-# the secret outside the server process
-
-
-def secret_to_env(
-    secret: bytes, env: Mapping[str, str] | None = None, *, var: str = SECRET_ENV
-) -> dict[str, str]:
-    """A copy of `env` (default `os.environ`) with the secret, hex-encoded, in
-    `var`: pass it as a solver process's environment."""
-    env = dict(os.environ if env is None else env)
-    env[var] = check_secret(secret).hex()
-    return env
-
-
-def secret_from_env(var: str = SECRET_ENV) -> bytes:
-    """The secret that `secret_to_env` put into this process's environment."""
-    value = os.environ.get(var)
-    if value is None:
-        raise KeyError(f"the environment variable {var!r} (the study's secret) is not set.")
-    try:
-        secret = bytes.fromhex(value)
-    except ValueError:
-        raise ValueError(f"the environment variable {var!r} is not a hex string.") from None
-    return check_secret(secret)
-
-
-def write_secret(path: str | os.PathLike, secret: bytes) -> None:
-    """Writes the secret, hex-encoded, to `path`, readable by its owner only (mode 0600)."""
-    data = check_secret(secret).hex().encode("ascii")
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(descriptor, 0o600)  # also when the file existed with another mode
-        os.write(descriptor, data)
-    finally:
-        os.close(descriptor)
-
-
-def read_secret(path: str | os.PathLike) -> bytes:
-    """The secret that `write_secret` wrote to `path`."""
-    with open(path, encoding="ascii") as file:
-        text = file.read().strip()
-    try:
-        secret = bytes.fromhex(text)
-    except ValueError:
-        raise ValueError(f"{os.fspath(path)!r} does not hold a hex-encoded secret.") from None
-    return check_secret(secret)
