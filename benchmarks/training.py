@@ -31,7 +31,7 @@ from flax import nnx
 from benchmarks._common import block, emit, environment, time_fn
 from sciml._checks import check_finite
 from sciml.interop.flax import to_nnx
-from sciml.training import fit, make_optimizer, make_train_step
+from sciml.training import TrainSettings, fit, make_optimizer, make_train_step
 
 
 def _problem(width: int, batch: int):
@@ -57,7 +57,7 @@ def _batch_fn(data, batch: int):
     return batch_fn
 
 
-def _seconds_per_fit_step(model, loss_fn, batch_fn, optimizer, n: int, **fit_kwargs) -> float:
+def _seconds_per_fit_step(model, loss_fn, batch_fn, optimizer, n: int, **settings) -> float:
     """Wall seconds per step of an `n`-step `fit` run (no progress bar)."""
     start = time.perf_counter()
     result = fit(
@@ -65,11 +65,8 @@ def _seconds_per_fit_step(model, loss_fn, batch_fn, optimizer, n: int, **fit_kwa
         loss_fn,
         batch_fn,
         optimizer=optimizer,
-        steps=n,
         key=jax.random.key(2),
-        progress=False,
-        log_every=100,
-        **fit_kwargs,
+        settings=TrainSettings(steps=n, progress=False, log_every=100, **settings),
     )
     block(result.model)
     return (time.perf_counter() - start) / n

@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from sciml import dcdm  # noqa: E402
-from sciml.training import fit, make_optimizer, read_metrics  # noqa: E402
+from sciml.training import TrainSettings, fit, make_optimizer, read_metrics  # noqa: E402
 from solvers.poisson import (  # noqa: E402
     FLUID,
     PoissonOperator,
@@ -149,11 +149,8 @@ def train(model, loss_fn, batches, name):
         loss_fn,
         batches,
         optimizer=optimizer,
-        steps=300,
         key=jax.random.key(1),
-        workdir=workdir / name,
-        log_every=25,
-        progress=False,
+        settings=TrainSettings(steps=300, workdir=workdir / name, log_every=25, progress=False),
     )
 
 

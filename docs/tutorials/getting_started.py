@@ -10,6 +10,7 @@
 # The data are exact: each Fourier mode $k$ decays by $e^{-4\pi^2k^2\kappa T}$.
 
 # %%
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 
-from sciml.training import fit, make_optimizer, read_metrics, restore_model
+from sciml.training import TrainSettings, fit, make_optimizer, read_metrics, restore_model
 
 
 def heat_pairs(key, n, resolution=32, n_modes=6, kappa=0.01, t_final=0.1):
@@ -66,17 +67,20 @@ optimizer = make_optimizer(
 
 # %% [markdown]
 # `fit` runs the jitted steps, writes `metrics.jsonl`, saves checkpoints and
-# stops with an error naming the step if the loss becomes NaN or Inf. We stop
-# after 400 steps, then call `fit` again with the same run directory and
-# `steps=1000`: it resumes from the step-400 checkpoint.
+# stops with an error naming the step if the loss becomes NaN or Inf; the loop's
+# settings travel as one `TrainSettings`. We stop after 400 steps, then call
+# `fit` again with the same run directory and `steps=1000`: it resumes from the
+# step-400 checkpoint.
 
 # %%
 workdir = Path(tempfile.mkdtemp())
-common = dict(optimizer=optimizer, key=jax.random.key(3), workdir=workdir,
-              checkpoint_every=200, eval_fn=test_error, progress=False, log_every=50)
-first = fit(model, loss_fn, batch_fn, steps=400, **common)
+settings = TrainSettings(steps=400, workdir=workdir, checkpoint_every=200, progress=False,
+                         log_every=50)
+common = dict(optimizer=optimizer, key=jax.random.key(3), eval_fn=test_error)
+first = fit(model, loss_fn, batch_fn, settings=settings, **common)
 print("after 400 steps:", first.metrics["eval_rel_l2"])
-second = fit(model, loss_fn, batch_fn, steps=1000, **common)
+second = fit(model, loss_fn, batch_fn, settings=dataclasses.replace(settings, steps=1000),
+             **common)
 print("after 1000 steps (resumed):", second.metrics["eval_rel_l2"])
 
 # %%

@@ -71,6 +71,7 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
 from sciml.online import ParameterSpace, Reservoir, Study, train_online  # noqa: E402
+from sciml.training import TrainSettings  # noqa: E402
 
 study = Study(
     simulation="my_heat.heat_pairs",
@@ -133,12 +134,9 @@ result = train_online(
     buffer=Reservoir(capacity=200, watermark=40),
     optimizer=optax.adam(1e-3),
     batch_size=16,
-    steps=600,
     key=jax.random.key(1),
-    workdir=workdir,
+    settings=TrainSettings(steps=600, workdir=workdir, eval_every=100, progress=False),
     evaluate=evaluate,
-    eval_every=100,
-    progress=False,
 )
 summary = result.summary
 print(

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from sciml.operators import FNO, TFNO, h1_loss, relative_lp_loss
-from sciml.training import fit, make_optimizer, read_metrics
+from sciml.training import TrainSettings, fit, make_optimizer, read_metrics
 from solvers import darcy
 
 # %% [markdown]
@@ -130,8 +130,9 @@ def train_model(model, steps=400, seed=0):
          "decay_steps": steps, "warmup_steps": 0, "end_factor": 0.0}
     )
     workdir = Path(tempfile.mkdtemp())
-    result = fit(model, loss_fn, batch_fn, optimizer=optimizer, steps=steps,
-                 key=jax.random.key(seed), workdir=workdir, log_every=10, progress=False)
+    result = fit(model, loss_fn, batch_fn, optimizer=optimizer, key=jax.random.key(seed),
+                 settings=TrainSettings(steps=steps, workdir=workdir, log_every=10,
+                                        progress=False))
     train = [m for m in read_metrics(workdir / "metrics.jsonl") if m["split"] == "train"]
     return result.model, [m["step"] for m in train], [m["loss"] for m in train]
 

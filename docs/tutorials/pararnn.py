@@ -39,7 +39,7 @@ from sciml.pararnn import (
     sequential_solve,
     solve_recurrence,
 )
-from sciml.training import fit, make_optimizer, read_metrics
+from sciml.training import TrainSettings, fit, make_optimizer, read_metrics
 
 # %% [markdown]
 # ## A cell of our own
@@ -180,11 +180,8 @@ result = fit(
     loss_fn,
     lambda step, key: make_batch(key),
     optimizer=make_optimizer({"learning_rate": 3e-3, "clip_norm": 1.0}),
-    steps=200,
     key=jax.random.key(6),
-    workdir=workdir,
-    log_every=10,
-    progress=False,
+    settings=TrainSettings(steps=200, workdir=workdir, log_every=10, progress=False),
 )
 curve = [m for m in read_metrics(f"{workdir}/metrics.jsonl") if m["split"] == "train"]
 fig, ax = plt.subplots(figsize=(5, 3))

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import optax
 
 from sciml.ssm import S4D, S5, SequenceModel, ssm_labels
-from sciml.training import fit, make_optimizer
+from sciml.training import TrainSettings, fit, make_optimizer
 
 key = jax.random.key(0)
 s4d = S4D(16, 32, init="legs", key=key)  # H = 16 features, state size N = 32 (16 complex modes)
@@ -108,8 +108,8 @@ for layer, (ssm_kwargs, ssm_learning_rate) in setups.items():
     start = time.perf_counter()
     result = fit(
         model, loss_fn, jax.jit(lambda step, key: recall_batch(key, 32)),
-        optimizer=make_ssm_optimizer(ssm_learning_rate), steps=300, key=jax.random.key(4),
-        eval_fn=test_accuracy, progress=False,
+        optimizer=make_ssm_optimizer(ssm_learning_rate), key=jax.random.key(4),
+        settings=TrainSettings(steps=300, progress=False), eval_fn=test_accuracy,
     )
     trained[layer] = result.model
     print(
@@ -166,7 +166,8 @@ generator = SequenceModel(
 )
 generator = fit(
     generator, next_token_loss, jax.jit(lambda step, key: counting_batch(key, 32)),
-    optimizer=make_ssm_optimizer(1e-2), steps=300, key=jax.random.key(6), progress=False,
+    optimizer=make_ssm_optimizer(1e-2), key=jax.random.key(6),
+    settings=TrainSettings(steps=300, progress=False),
 ).model
 
 

@@ -31,6 +31,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..training import FitResult, TrainSettings, fit
+from ..training._settings import check_settings, settings_only
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, LocalLauncher
 from ._stream import SampleStream
@@ -78,6 +79,7 @@ def data_sharding(batch_size: int, devices: list | None = None) -> NamedSharding
     return NamedSharding(Mesh(np.array(devices), ("data",)), PartitionSpec("data"))
 
 
+@settings_only
 def train_online(
     study: Study,
     model: Any,
@@ -87,11 +89,10 @@ def train_online(
     optimizer: optax.GradientTransformation,
     batch_size: int,
     key: jax.Array,
-    settings: TrainSettings | None = None,
+    settings: TrainSettings,
     launcher: AbstractLauncher | None = None,
     evaluate: Callable[[Any, dict[str, np.ndarray]], dict[str, float]] | None = None,
     devices: list | None = None,
-    **options: Any,
 ) -> OnlineResult:
     """Trains `model` on samples streamed by the study's solver runs.
 
@@ -109,9 +110,8 @@ def train_online(
       run every `eval_every` steps and at the end on the validation data
       (same layout as a batch, all validation steps at once).
     - `devices`: the devices a batch is split over (default: all local ones).
-    - the loop's settings, as in `fit`: `settings=`
-      [`TrainSettings`][sciml.training.TrainSettings]`(...)` or keywords
-      (`steps=2500, workdir=...`); `description` defaults to `"online"`.
+    - `settings`: the loop's [`TrainSettings`][sciml.training.TrainSettings],
+      as in `fit` (`settings=TrainSettings(steps=2500, workdir=...)`).
       Training stops at `steps` or earlier, when the stream has ended.
       `workdir` is required: the run directory of checkpoints,
       `metrics.jsonl`, `validation.h5`, and `online/` (job specs, solver logs,
@@ -119,9 +119,7 @@ def train_online(
 
     **Returns:** an [`OnlineResult`][sciml.online.OnlineResult].
     """
-    if settings is None and "description" not in options:
-        options["description"] = "online"
-    settings = TrainSettings.build(settings, **options)
+    settings = check_settings(settings)
     if settings.workdir is None:
         raise ValueError("`workdir` is required: online training keeps its run directory.")
     workdir = Path(settings.workdir)

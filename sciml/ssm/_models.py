@@ -7,8 +7,8 @@
   of one sequence, or a sequence-to-sequence map; with step mode for
   autoregressive generation.
 - `ssm_labels`: the `(Λ, B, Δ)` parameters in their own optimiser group
-  (smaller learning rate, no weight decay, as S4 and S5 train;
-  `sciml.training.ssm_optimizer` builds that optimiser).
+  (smaller learning rate, no weight decay, as S4 and S5 train; its docstring
+  shows the two-line optimiser).
 """
 
 from __future__ import annotations
@@ -287,8 +287,19 @@ def ssm_labels(tree: PyTree, *, label: str = SSM_GROUP, default: str = "default"
     Every other array leaf (including `C` and `D`) gets `default`. Works on a
     model or on its filtered parameters (`eqx.filter(model,
     eqx.is_inexact_array)`); use it as `label_fn` of
-    `sciml.training.make_optimizer`, or with optax directly by passing the
-    function itself as `param_labels`:
+    `sciml.training.make_optimizer`, with the group's own settings under
+    `groups`, as S4 and S5 train (a smaller rate, no weight decay):
+
+    ```python
+    from sciml.ssm import ssm_labels
+    from sciml.training import make_optimizer
+
+    config = {"name": "adamw", "learning_rate": 1e-2, "weight_decay": 0.05,
+              "groups": {"ssm": {"learning_rate": 1e-3, "weight_decay": 0.0}}}
+    optimizer = make_optimizer(config, ssm_labels)
+    ```
+
+    or with optax directly, passing the function itself as `param_labels`:
 
     ```python
     import equinox as eqx

@@ -22,8 +22,7 @@ from ._memory import peak_memory_bytes as peak_memory_bytes
 from ._metrics import MetricsWriter as MetricsWriter, read_metrics as read_metrics
 from ._optim import make_optimizer as make_optimizer, make_schedule as make_schedule
 from ._progress import LineProgress as LineProgress, progress_bar as progress_bar
-from ._settings import TrainSettings as TrainSettings
-from ._ssm import ssm_optimizer as ssm_optimizer
+from ._settings import OptimizerSettings as OptimizerSettings, TrainSettings as TrainSettings
 from ._step import (
     init_opt_state as init_opt_state,
     make_train_step as make_train_step,

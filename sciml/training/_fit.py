@@ -20,7 +20,7 @@ from .._checks import check_key
 from ._checkpoint import Checkpointer, Extra
 from ._metrics import MetricsWriter
 from ._progress import progress_bar
-from ._settings import TrainSettings
+from ._settings import TrainSettings, check_settings, settings_only
 from ._step import LossFn, init_opt_state, make_train_step
 
 
@@ -168,7 +168,7 @@ class _Pending:
                 raise NonFiniteBatchError(
                     f"`batch_fn` returned a batch with NaN or infinite entries at step {step} "
                     f"(`batch_fn({step - 1}, key)`); training stopped. Clean or mask the "
-                    "data, or pass `check_batch=False` if non-finite entries are intended. "
+                    "data, or set `TrainSettings(check_batch=False)` if non-finite entries are intended. "
                     "The last checkpoint written before this step is intact."
                 )
             if not bool(aux["finite"]):
@@ -225,6 +225,7 @@ def _eval_results(results: Any) -> dict[str, float]:
     return out
 
 
+@settings_only
 def fit(
     model: Any,
     loss_fn: LossFn,
@@ -232,13 +233,12 @@ def fit(
     *,
     optimizer: optax.GradientTransformation,
     key: jax.Array,
-    settings: TrainSettings | None = None,
+    settings: TrainSettings,
     eval_fn: Callable[[Any], dict[str, float]] | None = None,
     extra_state: ExtraState | None = None,
     monitor: Callable[[], dict[str, float]] | None = None,
-    **options: Any,
 ) -> FitResult:
-    """Trains `model` for `steps` optimiser steps.
+    """Trains `model` for `settings.steps` optimiser steps.
 
     Each step `t` splits the carried PRNG key into a batch key and a loss key,
     draws `batch = batch_fn(t, batch_key)` and applies one jitted step of
@@ -278,16 +278,17 @@ def fit(
     scalars)`; `batch_fn(step, key) -> batch`; `optimizer` an
     `optax.GradientTransformation` (build one from a config with
     [`make_optimizer`][sciml.training.make_optimizer]); `key` a PRNG key
-    (`jax.random.key(0)`); `eval_fn(model) -> dict of scalars`; `extra_state`
-    and `monitor` as described above; the loop's settings (`steps`, `workdir`,
+    (`jax.random.key(0)`); `settings` the loop's
+    [`TrainSettings`][sciml.training.TrainSettings] (`steps`, `workdir`,
     `checkpoint_every`, `keep_checkpoints`, `log_every`, `eval_every`,
-    `progress`, `fingerprint`, `description`, `run_config`, `check_batch`) as
-    `settings=`[`TrainSettings`][sciml.training.TrainSettings]`(...)` or as
-    keywords (`steps=100`; keywords replace fields of `settings`).
+    `progress`, `fingerprint`, `description`, `run_config`, `check_batch`);
+    `eval_fn(model) -> dict of scalars`; `extra_state` and `monitor` as
+    described above. The settings travel as one object only: `fit(...,
+    steps=100)` raises a `TypeError` that shows `settings=TrainSettings(steps=100)`.
 
     **Returns:** a [`FitResult`][sciml.training.FitResult].
     """
-    settings = TrainSettings.build(settings, **options)
+    settings = check_settings(settings)
     _check_fit_arguments(model, loss_fn, batch_fn, optimizer, key, eval_fn)
     steps, workdir, description = settings.steps, settings.workdir, settings.description
     checkpoint_every, eval_every = settings.checkpoint_every, settings.eval_every

@@ -12,39 +12,26 @@ import ml_collections
 import optax
 
 from .._checks import check_choice, check_int, check_real, is_int
+from ._settings import OptimizerSettings, defaults
 
 
 # A plain mapping or an `ml_collections.ConfigDict` (which is not a `Mapping`).
 ConfigLike = Mapping[str, Any] | ml_collections.ConfigDict
 
 
-DEFAULTS: dict[str, Any] = {
-    "name": "adam",
-    "learning_rate": 1e-3,
-    "weight_decay": 0.0,
-    "b1": 0.9,
-    "b2": 0.999,
-    "eps": 1e-8,
-    "momentum": 0.9,
-    "nesterov": False,
-    "schedule": "constant",
-    "warmup_steps": 0,
-    "decay_steps": 1000,
-    "end_factor": 0.0,
-    "boundaries": (),
-    "decay_factor": 0.1,
-    "clip_norm": 0.0,
-    "groups": {},
-}
+#: The optimiser's keys and defaults, read from `OptimizerSettings` (written there only).
+DEFAULTS: dict[str, Any] = defaults(OptimizerSettings)
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "cosine", "step")
 GROUP_KEYS = ("learning_rate", "weight_decay", "schedule", "warmup_steps", "end_factor")
 DEFAULT_GROUP = "__default__"
 
 
-def _as_dict(config: ConfigLike | None) -> dict[str, Any]:
+def _as_dict(config: ConfigLike | OptimizerSettings | None) -> dict[str, Any]:
     if config is None:
         return {}
+    if isinstance(config, OptimizerSettings):
+        return {name: getattr(config, name) for name in DEFAULTS}
     if hasattr(config, "to_dict"):  # ml_collections.ConfigDict
         config = config.to_dict()
     return dict(config)
@@ -72,10 +59,10 @@ def _positive_lr(cfg: Mapping[str, Any]) -> float:
     return check_real("optimizer.learning_rate", cfg["learning_rate"], positive=True)
 
 
-def make_schedule(config: ConfigLike) -> optax.Schedule:
+def make_schedule(config: OptimizerSettings | ConfigLike) -> optax.Schedule:
     """Learning-rate schedule: linear warm-up from 0, then constant, cosine or step.
 
-    **Arguments:** a mapping with `learning_rate`, `schedule` (one of
+    **Arguments:** an `OptimizerSettings` or a mapping with `learning_rate`, `schedule` (one of
     `"constant"`, `"cosine"`, `"step"`), `warmup_steps`, and for `"cosine"`
     `decay_steps` (steps after warm-up over which the rate falls to
     `end_factor * learning_rate`), for `"step"` `boundaries` (steps after warm-up
@@ -139,18 +126,20 @@ def _base_optimizer(cfg: Mapping[str, Any]) -> optax.GradientTransformation:
 
 
 def make_optimizer(
-    config: ConfigLike | None = None,
+    config: OptimizerSettings | ConfigLike | None = None,
     label_fn: Callable[[Any], Any] | None = None,
 ) -> optax.GradientTransformation:
     """Builds an optax optimiser from a config mapping.
 
     **Arguments:**
 
-    - `config`: a dict or `ml_collections.ConfigDict` with any of the keys
-      `name` (`"adam"`, `"adamw"`, `"sgd"`), `learning_rate`, `weight_decay`,
-      `b1`, `b2`, `eps`, `momentum`, `nesterov`, the schedule keys of
-      [`make_schedule`][sciml.training.make_schedule], `clip_norm` (global-norm
-      clipping; 0 turns it off) and `groups`.
+    - `config`: an [`OptimizerSettings`][sciml.training.OptimizerSettings], or
+      a dict or `ml_collections.ConfigDict` with any of its fields as keys
+      (`name`, `learning_rate`, `weight_decay`, `b1`, `b2`, `eps`, `momentum`,
+      `nesterov`, the schedule keys of
+      [`make_schedule`][sciml.training.make_schedule], `clip_norm`, `groups`);
+      a key it does not set takes the `OptimizerSettings` default, so
+      `make_optimizer({"learning_rate": 1e-3})` is a constant-rate Adam.
     - `label_fn`: maps the parameter pytree to a pytree of string labels with the
       same structure. `groups = {label: {"learning_rate": ..., "weight_decay": ...}}`
       overrides those keys (also `schedule`, `warmup_steps`, `end_factor`) for
@@ -165,11 +154,12 @@ def make_optimizer(
     **Returns:** an `optax.GradientTransformation`. Pass it the parameters (e.g.
     `eqx.filter(model, eqx.is_inexact_array)`) in `update` for weight decay.
     """
-    if config is not None and not (
-        isinstance(config, Mapping) or isinstance(config, ml_collections.ConfigDict)
+    if config is not None and not isinstance(
+        config, Mapping | ml_collections.ConfigDict | OptimizerSettings
     ):
         raise TypeError(
-            "`config` must be a dict or `ml_collections.ConfigDict` of optimizer settings "
+            "`config` must be an `OptimizerSettings`, or a dict or `ml_collections.ConfigDict` "
+            "of optimizer settings "
             f"(e.g. {{'learning_rate': 1e-3}}), got {type(config).__name__}."
         )
     cfg = {**DEFAULTS, **_as_dict(config)}

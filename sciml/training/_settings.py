@@ -1,17 +1,19 @@
-"""How a training loop runs: the settings `fit` and the trainers built on it share.
+"""The settings of training: the loop's (`TrainSettings`) and the optimiser's
+(`OptimizerSettings`).
 
-[`TrainSettings`][sciml.training.TrainSettings] holds every option of the
-loop that is a plain value (steps, checkpoints, logging, evaluation cadence,
-run naming), checked once when it is built. `fit` and `train_online` take one
-(`settings=`) or the same options as keywords, so a new option is a new field
-here and nothing else: both accept it, and a trainer built on `fit` forwards
-the settings as one object.
+Each default of training is written once, here: `fit` and `train_online` take
+one `TrainSettings` (`settings=`), `make_optimizer` fills what its config does
+not set from `OptimizerSettings`, and the runner's config blocks
+(`sciml.experiment.defaults`) are built from these two classes. A new option
+is a new field here and nothing else.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,28 +59,89 @@ class TrainSettings:
         check_positive_int("log_every", self.log_every)
         check_positive_int("keep_checkpoints", self.keep_checkpoints)
 
-    @classmethod
-    def build(cls, settings: TrainSettings | None = None, **options: Any) -> TrainSettings:
-        """`settings` with `options` (field names) replaced, or new settings
-        from `options` alone (then `steps` is required). An unknown option is a
-        `TypeError` that names the settings accepted."""
-        names = [field.name for field in dataclasses.fields(cls)]
-        for name in options:
-            if name not in names:
-                close = difflib.get_close_matches(name, names, n=1)
-                hint = f" Did you mean `{close[0]}`?" if close else ""
-                raise TypeError(
-                    f"`{name}` is not a training setting.{hint} The settings are: "
-                    f"{', '.join(names)}."
-                )
-        if settings is None:
-            if "steps" not in options:
-                raise TypeError(
-                    "`steps` is required: pass `steps=...` or `settings=TrainSettings(steps=...)`."
-                )
-            return cls(**options)
-        if not isinstance(settings, TrainSettings):
-            raise TypeError(
-                f"`settings` must be a `TrainSettings` or None, got {type(settings).__name__}."
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+    """The optimiser's settings: the keys of [`make_optimizer`][sciml.training.make_optimizer]
+    and their defaults (a constant-rate Adam, no clipping).
+
+    - `name`: `"adam"`, `"adamw"` or `"sgd"`.
+    - `learning_rate`: the peak rate (> 0).
+    - `weight_decay`: decoupled (`adamw`) or added to the gradient (`sgd`), >= 0.
+    - `b1`, `b2`, `eps`: Adam's moments and stabiliser.
+    - `momentum`, `nesterov`: SGD's momentum (0 turns it off).
+    - `schedule`: `"constant"`, `"cosine"` or `"step"`, after `warmup_steps`
+      of linear warm-up from 0 (see [`make_schedule`][sciml.training.make_schedule]).
+    - `decay_steps`, `end_factor`: the cosine's length and final fraction.
+    - `boundaries`, `decay_factor`: the step schedule's steps and factor.
+    - `clip_norm`: global-norm clipping of the gradient (0 turns it off).
+    - `groups`: `{label: {key: value}}` overrides for labelled parameters.
+
+    Values are checked when the optimiser is built, each error naming its key.
+    """
+
+    name: str = "adam"
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    momentum: float = 0.9
+    nesterov: bool = False
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    decay_steps: int = 1000
+    end_factor: float = 0.0
+    boundaries: tuple[int, ...] = ()
+    decay_factor: float = 0.1
+    clip_norm: float = 0.0
+    groups: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+def defaults(cls: type) -> dict[str, Any]:
+    """`{field: default}` of a settings class (fields without one left out)."""
+    out = {}
+    for field in dataclasses.fields(cls):
+        if field.default is not dataclasses.MISSING:
+            out[field.name] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            out[field.name] = field.default_factory()
+    return out
+
+
+def settings_only(function: Callable) -> Callable:
+    """Refuses the loop's options given as keywords (`steps=...`), the call
+    shape `function` no longer takes, with a `TypeError` that shows the new
+    call: `settings=TrainSettings(...)`."""
+    accepted = set(inspect.signature(function).parameters)
+    fields = {field.name for field in dataclasses.fields(TrainSettings)}
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        old = [name for name in kwargs if name not in accepted and name in fields]
+        if old:
+            name = function.__name__
+            given = ", ".join(f"{option}={kwargs[option]!r}" for option in old)
+            new = (
+                f"dataclasses.replace(settings, {given})"
+                if "settings" in kwargs
+                else f"TrainSettings({given})"
             )
-        return dataclasses.replace(settings, **options)
+            raise TypeError(
+                f"`{name}` takes the loop's settings as one object: call "
+                f"`{name}(..., settings={new})` instead of `{name}(..., {given})` "
+                "(`from sciml.training import TrainSettings`)."
+            )
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+def check_settings(settings: Any) -> TrainSettings:
+    """`settings` if it is a `TrainSettings`, else a `TypeError` showing one."""
+    if not isinstance(settings, TrainSettings):
+        raise TypeError(
+            "`settings` must be a `TrainSettings`, such as "
+            f"`settings=TrainSettings(steps=100)`, got {type(settings).__name__}."
+        )
+    return settings

@@ -29,6 +29,7 @@ from sciml.experiment import (
 from sciml.experiment._runner import resume_command
 from sciml.training import (
     Checkpointer,
+    TrainSettings,
     fit,
     make_optimizer,
     make_schedule,
@@ -195,9 +196,8 @@ def test_outside_config_and_task_run_resume_after_sigterm(tmp_path):
         experiment.loss_fn,
         experiment.batch_fn,
         optimizer=make_optimizer(config.optimizer),
-        steps=40,
         key=jax.random.key(1),
-        progress=False,
+        settings=TrainSettings(steps=40, progress=False),
     )
     straight = restore_model(
         tmp_path / "straight", eqx.filter_eval_shape(lambda: task.build(config).model)

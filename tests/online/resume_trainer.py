@@ -32,6 +32,7 @@ import numpy as np
 import optax
 
 from sciml.online import FIFO, FIRO, ParameterSpace, SampleStream, Study, train_online
+from sciml.training import TrainSettings
 
 
 N_RUNS, N_STEPS = 12, 5
@@ -102,13 +103,16 @@ def main(workdir: Path, buffer: str, concurrency: int) -> None:
         buffer=FIFO(capacity=64) if buffer == "fifo" else FIRO(capacity=32, reads=2, watermark=8),
         optimizer=optax.adam(1e-2),
         batch_size=4,
-        steps=1000,  # until the stream ends (FIFO: 15 steps, FIRO: 30)
         key=jax.random.key(1),
-        workdir=workdir,
-        checkpoint_every=2,
-        keep_checkpoints=100,
-        log_every=1,
-        progress=False,
+        settings=TrainSettings(
+            steps=1000,  # until the stream ends (FIFO: 15 steps, FIRO: 30)
+            workdir=workdir,
+            checkpoint_every=2,
+            keep_checkpoints=100,
+            log_every=1,
+            progress=False,
+            description="online",
+        ),
     )
     leaves = jax.tree.leaves(eqx.filter(result.model, eqx.is_array))
     np.save(workdir / "final.npy", np.concatenate([np.ravel(x) for x in leaves]))

@@ -17,7 +17,7 @@ import optax
 import pytest
 
 from sciml.online import FIFO, ParameterSpace, Study, train_online
-from sciml.training import Checkpointer, read_metrics
+from sciml.training import Checkpointer, TrainSettings, read_metrics
 from sciml.transport import REJECT_REASONS
 
 
@@ -45,7 +45,7 @@ def loss_fn(model, batch, key):
     return jnp.mean((pred - u[:, 1, 0, :1]) ** 2), {"mismatch": mismatch}
 
 
-def train(study, workdir, buffer=None, steps=1000, **kwargs):
+def train(study, workdir, buffer=None, steps=1000, evaluate=None, **settings):
     model = eqx.nn.Linear(48, 1, key=jax.random.key(0))
     return train_online(
         study,
@@ -54,12 +54,11 @@ def train(study, workdir, buffer=None, steps=1000, **kwargs):
         buffer=FIFO(capacity=64) if buffer is None else buffer,
         optimizer=optax.adam(1e-2),
         batch_size=4,
-        steps=steps,
         key=jax.random.key(1),
-        workdir=workdir,
-        progress=False,
-        log_every=1,
-        **kwargs,
+        settings=TrainSettings(
+            steps=steps, workdir=workdir, progress=False, log_every=1, **settings
+        ),
+        evaluate=evaluate,
     )
 
 
@@ -243,11 +242,17 @@ def test_bad_batch_size_for_the_devices_is_refused(tmp_path):
             buffer=FIFO(capacity=8),
             optimizer=optax.adam(1e-2),
             batch_size=3,
-            steps=1,
             key=jax.random.key(1),
-            workdir=tmp_path,
+            settings=TrainSettings(steps=1, workdir=tmp_path),
         )
     assert not np.any([p.name == "checkpoints" for p in tmp_path.iterdir()])
+
+
+def test_an_old_keyword_call_shows_the_new_one():
+    # refused before anything starts: no study, buffer or solver is needed
+    new_call = re.escape("`train_online(..., settings=TrainSettings(steps=5, workdir='run'))`")
+    with pytest.raises(TypeError, match=new_call):
+        train_online(None, None, None, steps=5, workdir="run")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reaping reads /proc")

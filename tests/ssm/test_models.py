@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sciml.ssm import S4D, S5, SequenceBlock, SequenceModel, ssm_labels
-from sciml.training import ssm_optimizer
+from sciml.training import make_optimizer
 
 
 @pytest.mark.parametrize("layer", ["s4d", "s5"])
@@ -85,8 +85,10 @@ def test_labels_and_optimizer_groups(getkey):
     assert labels.encoder.weight == "default"
     assert jax.tree_util.tree_structure(labels) == jax.tree_util.tree_structure(params)
 
-    optimizer = ssm_optimizer(
-        {"name": "adamw", "learning_rate": 1e-2, "weight_decay": 0.5}, ssm_learning_rate=1e-3
+    # the recipe of `ssm_labels`'s docstring: the group's own rate, no weight decay
+    group = {"ssm": {"learning_rate": 1e-3, "weight_decay": 0.0}}
+    optimizer = make_optimizer(
+        {"name": "adamw", "learning_rate": 1e-2, "weight_decay": 0.5, "groups": group}, ssm_labels
     )
     state = optimizer.init(params)
     zero = jax.tree_util.tree_map(jnp.zeros_like, params)
@@ -97,9 +99,8 @@ def test_labels_and_optimizer_groups(getkey):
     np.testing.assert_array_equal(block.ssm.log_dt, 0.0)
     np.testing.assert_array_equal(block.ssm.Lambda_re, 0.0)
     ones = jax.tree_util.tree_map(jnp.ones_like, params)
-    updates, _ = ssm_optimizer({"name": "adam", "learning_rate": 1e-2}).update(
-        ones, ssm_optimizer({"name": "adam", "learning_rate": 1e-2}).init(params), params
-    )
+    adam = make_optimizer({"name": "adam", "learning_rate": 1e-2, "groups": group}, ssm_labels)
+    updates, _ = adam.update(ones, adam.init(params), params)
     np.testing.assert_allclose(updates.blocks[1].ssm.B_im, -1e-3, rtol=1e-6)
     np.testing.assert_allclose(updates.blocks[1].ssm.C_im, -1e-2, rtol=1e-6)
 

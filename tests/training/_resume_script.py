@@ -18,7 +18,7 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sciml.training import fit, make_optimizer  # noqa: E402
+from sciml.training import TrainSettings, fit, make_optimizer  # noqa: E402
 
 
 def main():
@@ -54,12 +54,10 @@ def main():
         loss_fn,
         batch_fn,
         optimizer=optimizer,
-        steps=40,
         key=jax.random.key(1),
-        workdir=workdir,
-        checkpoint_every=10,
-        log_every=5,
-        progress=False,
+        settings=TrainSettings(
+            steps=40, workdir=workdir, checkpoint_every=10, log_every=5, progress=False
+        ),
     )
     leaves = jax.tree_util.tree_leaves(eqx.filter(result.model, eqx.is_array))
     np.savez(out, *[np.asarray(x) for x in leaves], step=result.step)

@@ -3,6 +3,9 @@ error naming the argument. The silent cases (negative learning rates from
 `end_factor`, `b1 >= 1`, `steps=2.5` running 3 steps, a NaN batch) returned
 values or trained on before these checks existed."""
 
+import dataclasses
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -34,14 +37,21 @@ def _toy():
     return model, loss_fn, batch_fn
 
 
+_SETTINGS = {field.name for field in dataclasses.fields(TrainSettings)}
+
+
 def _fit(**overrides):
+    """`fit` on the toy problem; `overrides` that name settings go into `TrainSettings`."""
     model, loss_fn, batch_fn = _toy()
-    kwargs = dict(optimizer=make_optimizer({}), steps=2, key=jax.random.key(1), progress=False)
-    kwargs.update(overrides)
+    kwargs = dict(optimizer=make_optimizer({}), key=jax.random.key(1))
+    settings = dict(steps=2, progress=False)
+    for name, value in overrides.items():
+        (settings if name in _SETTINGS else kwargs)[name] = value
     return fit(
         kwargs.pop("model", model),
         kwargs.pop("loss_fn", loss_fn),
         kwargs.pop("batch_fn", batch_fn),
+        settings=TrainSettings(**settings),
         **kwargs,
     )
 
@@ -188,7 +198,7 @@ def test_make_optimizer_names_the_bad_key(config, key):
 
 
 def test_make_optimizer_refuses_a_non_mapping(untyped):
-    with pytest.raises(TypeError, match="`config` must be a dict"):
+    with pytest.raises(TypeError, match="`config` must be an `OptimizerSettings`, or a dict"):
         make_optimizer(1e-3)
 
 
@@ -198,17 +208,26 @@ def test_negative_or_fractional_intervals(untyped, name):
         _fit(**{name: 1.5})
 
 
-def test_a_misspelt_setting_names_the_close_one():
-    with pytest.raises(
-        TypeError, match="`log_evry` is not a training setting. Did you mean `log_every`"
-    ):
-        _fit(log_evry=5)
-
-
-def test_settings_need_steps_and_a_settings_object(untyped):
+def test_an_old_keyword_call_shows_the_new_one(untyped):
+    # `fit` takes the loop's settings as one `TrainSettings`
     model, loss_fn, batch_fn = _toy()
     common = dict(optimizer=make_optimizer({}), key=jax.random.key(1))
-    with pytest.raises(TypeError, match="`steps` is required"):
+    new_call = re.escape("`fit(..., settings=TrainSettings(steps=2, log_every=5))` instead of")
+    with pytest.raises(TypeError, match=new_call):
+        fit(model, loss_fn, batch_fn, steps=2, log_every=5, **common)
+    settings = TrainSettings(steps=2)
+    new_call = re.escape("settings=dataclasses.replace(settings, steps=3))`")
+    with pytest.raises(TypeError, match=new_call):
+        fit(model, loss_fn, batch_fn, settings=settings, steps=3, **common)
+    # a name that is no setting is Python's own error
+    with pytest.raises(TypeError, match="unexpected keyword argument 'log_evry'"):
+        fit(model, loss_fn, batch_fn, settings=settings, log_evry=5, **common)
+
+
+def test_settings_are_required_and_a_settings_object(untyped):
+    model, loss_fn, batch_fn = _toy()
+    common = dict(optimizer=make_optimizer({}), key=jax.random.key(1))
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'settings'"):
         fit(model, loss_fn, batch_fn, **common)
     with pytest.raises(TypeError, match="`settings` must be a `TrainSettings`"):
         fit(model, loss_fn, batch_fn, settings={"steps": 2}, **common)

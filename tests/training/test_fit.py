@@ -92,13 +92,11 @@ def test_fit_learns_and_logs(tmp_path, getkey):
         loss_fn,
         batch_fn,
         optimizer=make_optimizer({"learning_rate": 0.05}),
-        steps=300,
         key=getkey(),
-        workdir=tmp_path,
-        log_every=50,
-        progress=False,
+        settings=TrainSettings(
+            steps=300, workdir=tmp_path, log_every=50, progress=False, eval_every=100
+        ),
         eval_fn=lambda m: {"bias": m.bias[0]},
-        eval_every=100,
     )
     np.testing.assert_allclose(result.model.weight, [[1.0, -2.0]], atol=1e-3)
     np.testing.assert_allclose(result.metrics["eval_bias"], 0.5, atol=1e-3)
@@ -122,12 +120,10 @@ def test_nan_guard_names_the_step_and_keeps_last_checkpoint(tmp_path, getkey):
             loss_fn,
             poisoned,
             optimizer=optimizer,
-            steps=40,
             key=getkey(),
-            workdir=tmp_path,
-            checkpoint_every=5,
-            log_every=100,
-            progress=False,
+            settings=TrainSettings(
+                steps=40, workdir=tmp_path, checkpoint_every=5, log_every=100, progress=False
+            ),
         )
     checkpointer = Checkpointer(tmp_path / "checkpoints")
     assert checkpointer.latest_step() == 15
@@ -139,13 +135,17 @@ def test_nan_guard_names_the_step_and_keeps_last_checkpoint(tmp_path, getkey):
 def test_checkpoint_of_another_run_is_refused(tmp_path, getkey):
     model, loss_fn, batch_fn = _toy(getkey)
     optimizer = make_optimizer({})
-    common = dict(optimizer=optimizer, steps=3, key=getkey(), workdir=tmp_path, progress=False)
-    fit(model, loss_fn, batch_fn, fingerprint={"name": "a"}, **common)
+    common = dict(optimizer=optimizer, key=getkey())
+
+    def settings(name):
+        return TrainSettings(steps=3, workdir=tmp_path, progress=False, fingerprint={"name": name})
+
+    fit(model, loss_fn, batch_fn, settings=settings("a"), **common)
     with pytest.raises(CheckpointMismatchError, match="not of"):
-        fit(model, loss_fn, batch_fn, fingerprint={"name": "b"}, **common)
+        fit(model, loss_fn, batch_fn, settings=settings("b"), **common)
     bigger = eqx.nn.Linear(3, 1, key=getkey())
     with pytest.raises(CheckpointMismatchError, match="shapes"):
-        fit(bigger, loss_fn, batch_fn, fingerprint={"name": "a"}, **common)
+        fit(bigger, loss_fn, batch_fn, settings=settings("a"), **common)
     assert Checkpointer(tmp_path / "checkpoints").all_steps() == [3]
 
 
@@ -157,11 +157,10 @@ def _last_checkpoint_of_interrupted_fit(tmp_path, model, loss_fn, batch_fn, key)
             loss_fn,
             batch_fn,
             optimizer=make_optimizer({}),
-            steps=20,
             key=key,
-            workdir=tmp_path,
-            checkpoint_every=100,
-            progress=False,
+            settings=TrainSettings(
+                steps=20, workdir=tmp_path, checkpoint_every=100, progress=False
+            ),
         )
     return Checkpointer(tmp_path / "checkpoints").latest_step()
 
@@ -182,17 +181,9 @@ def test_interrupt_saves_finished_steps(tmp_path, getkey):
 def test_bad_arguments(getkey):
     model, loss_fn, batch_fn = _toy(getkey)
     with pytest.raises(ValueError, match="log_every"):
-        fit(
-            model,
-            loss_fn,
-            batch_fn,
-            optimizer=make_optimizer({}),
-            steps=3,
-            key=getkey(),
-            log_every=0,
-        )
+        TrainSettings(steps=3, log_every=0)
     with pytest.raises(ValueError, match="steps"):
-        fit(model, loss_fn, batch_fn, optimizer=make_optimizer({}), steps=-1, key=getkey())
+        TrainSettings(steps=-1)
 
 
 def test_metrics_are_plain_json(tmp_path, getkey):
@@ -202,11 +193,8 @@ def test_metrics_are_plain_json(tmp_path, getkey):
         loss_fn,
         batch_fn,
         optimizer=make_optimizer({}),
-        steps=2,
         key=getkey(),
-        workdir=tmp_path,
-        log_every=1,
-        progress=False,
+        settings=TrainSettings(steps=2, workdir=tmp_path, log_every=1, progress=False),
     )
     for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
         assert isinstance(json.loads(line)["loss"], float)
@@ -237,10 +225,8 @@ def test_restore_model_needs_no_optimizer(tmp_path, getkey):
 
     def run(**kwargs):
         optimizer = make_optimizer({"name": "adamw", "weight_decay": 1e-2, "clip_norm": 1.0})
-        return fit(
-            model, loss_fn, batch_fn, optimizer=optimizer, steps=30, key=getkey(),
-            workdir=tmp_path, progress=False, **kwargs,
-        )  # fmt: skip
+        settings = TrainSettings(steps=30, workdir=tmp_path, progress=False, **kwargs)
+        return fit(model, loss_fn, batch_fn, optimizer=optimizer, key=getkey(), settings=settings)
 
     result = run(run_config={"model": {"in": 2, "out": 1}})
     config = read_run_config(tmp_path)
@@ -282,16 +268,3 @@ def test_extra_state_round_trips_beside_the_model(tmp_path, getkey):
     for name, array in arrays.items():
         assert extra.arrays[name].dtype == array.dtype, name
         np.testing.assert_array_equal(extra.arrays[name], array)
-
-
-def test_settings_object_and_keywords_train_the_same(getkey):
-    """`settings=TrainSettings(...)` and the same options as keywords are one run;
-    a keyword replaces the field of `settings`."""
-    model, loss_fn, batch_fn = _toy(getkey)
-    common = dict(optimizer=make_optimizer({"learning_rate": 0.05}), key=jax.random.key(3))
-    by_keywords = fit(model, loss_fn, batch_fn, steps=20, log_every=5, progress=False, **common)
-    settings = TrainSettings(steps=7, log_every=5, progress=False)
-    by_settings = fit(model, loss_fn, batch_fn, settings=settings, steps=20, **common)
-    assert by_keywords.step == by_settings.step == 20
-    assert eqx.tree_equal(by_keywords.model, by_settings.model)
-    assert by_keywords.metrics["loss"] == by_settings.metrics["loss"]

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from sciml.training import LineProgress, _progress, fit
+from sciml.training import LineProgress, TrainSettings, _progress, fit
 
 
 class Clock:
@@ -48,10 +48,8 @@ def test_fit_writes_plain_lines_when_stderr_is_not_a_terminal(capsys):
         loss_fn,
         lambda step, key: jnp.ones(3),
         optimizer=optax.sgd(0.1),
-        steps=20,
         key=jax.random.key(0),
-        progress=True,
-        description="toy",
+        settings=TrainSettings(steps=20, progress=True, description="toy"),
     )
     err = capsys.readouterr().err
     assert "\r" not in err
