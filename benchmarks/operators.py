@@ -46,7 +46,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from benchmarks._common import emit, environment, time_fn
-from sciml.operators import FNO, MGTFNO, relative_lp_loss
+from sciml.operators import FNO, MGTFNO, TFNO, relative_lp_loss
 from sciml.training import peak_memory_bytes
 
 
@@ -193,6 +193,14 @@ def bench_steps(size, hidden, modes, batch, common, env):
         emit(record)
 
 
+def mgtfno(modes, hidden, levels, common, **options):
+    """The MG-TFNO of a one-channel field: a TFNO for one tile (Tucker, rank 0.1,
+    global coordinates) wrapped with tile borders of 1/16."""
+    tile_in = MGTFNO.tile_channels(1, len(modes), levels, "grid")
+    tfno = TFNO(modes, tile_in, 1, hidden, positional_embedding=None, **common)
+    return MGTFNO(tfno, levels=levels, padding_fraction=1 / 16, **options)
+
+
 def bench_memories(big, hidden, modes, batch, common, env):
     """Peak memory of the dense FNO and MG-TFNO (stitched, sharded, per tile)."""
     dense_memory = None
@@ -200,15 +208,14 @@ def bench_memories(big, hidden, modes, batch, common, env):
     sharding = NamedSharding(mesh, PartitionSpec("tiles"))
     memory_models = [("fno-dense", FNO(modes, 1, 1, hidden, **common), False)]
     for levels in (1, 2):
-        mg = dict(levels=levels, padding_fraction=1 / 16, **common)
         memory_models += [
-            (f"mgtfno-L{levels}-stitched", MGTFNO(modes, 1, 1, hidden, **mg), False),
+            (f"mgtfno-L{levels}-stitched", mgtfno(modes, hidden, levels, common), False),
             (
                 f"mgtfno-L{levels}-stitched-sharded4",
-                MGTFNO(modes, 1, 1, hidden, tile_sharding=sharding, **mg),
+                mgtfno(modes, hidden, levels, common, tile_sharding=sharding),
                 False,
             ),
-            (f"mgtfno-L{levels}-per-tile", MGTFNO(modes, 1, 1, hidden, **mg), True),
+            (f"mgtfno-L{levels}-per-tile", mgtfno(modes, hidden, levels, common), True),
         ]
     for name, model, per_tile in memory_models:
         record = bench_memory(name, model, batch, (big, big), per_tile=per_tile)
@@ -224,25 +231,27 @@ def bench_memories(big, hidden, modes, batch, common, env):
         emit(record)
 
 
-def _torch_tfno_step(size, hidden, modes, batch, n_layers):
-    """neuraloperator's TFNO train step on the inputs of `_step_inputs`, and its
-    parameter count (None when torch or neuraloperator is missing)."""
+def _torch_tfno_step(size, hidden, modes, batch, n_layers, factorization="tucker"):
+    """neuraloperator's TFNO train step (a dense `FNO` for `factorization=None`)
+    on the inputs of `_step_inputs`, and its parameter count (None when torch or
+    neuraloperator is missing)."""
     try:
         import torch
-        from neuralop.models import TFNO
+        from neuralop.models import FNO as TorchFNO, TFNO
     except ImportError as err:
         return None, f"{err}"
     torch.manual_seed(0)
-    model = TFNO(
-        n_modes=modes,
-        in_channels=1,
-        out_channels=1,
-        hidden_channels=hidden,
-        n_layers=n_layers,
-        factorization="tucker",
-        rank=0.1,
-        implementation="factorized",
-    )
+    shape = dict(n_modes=modes, in_channels=1, out_channels=1, hidden_channels=hidden)
+    if factorization is None:
+        model = TorchFNO(**shape, n_layers=n_layers)
+    else:
+        model = TFNO(
+            **shape,
+            n_layers=n_layers,
+            factorization=factorization,
+            rank=0.1,
+            implementation="factorized",
+        )
     # on the GPU when PyTorch sees one (the `.item()` below waits for the step)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = model.to(device)
@@ -327,6 +336,79 @@ def bench_neuraloperator(size, hidden, modes, batch, common, env, pairs=5):
         record[f"ratio_{name}_to_neuraloperator"] = float(np.median(ratios))
         record[f"ratios_{name}"] = ratios.tolist()
     emit(record)
+
+
+# both sides' float32 matrix products: full float32, or TF32 where the device has it
+PRECISIONS = {
+    "float32": ("highest", False),
+    "tf32": ("tensorfloat32", True),
+}
+
+
+def bench_dense_pair(size, hidden, modes, batch, n_layers, precision, env, pairs=5):
+    """Our dense FNO train step against neuraloperator's `FNO` (same width, modes,
+    layers, exact GELU, Adam), both in `precision` (`PRECISIONS`: JAX's
+    `default_matmul_precision`; PyTorch's `matmul.allow_tf32` and
+    `cudnn.allow_tf32`), in `pairs` alternated rounds. Without torch or
+    neuraloperator, our side alone with a note."""
+    jax_precision, tf32 = PRECISIONS[precision]
+    model = FNO(
+        modes,
+        1,
+        1,
+        hidden,
+        n_layers=n_layers,
+        non_linearity=functools.partial(jax.nn.gelu, approximate=False),
+        dtype=jnp.float32,
+        key=jax.random.key(0),
+    )
+    optimizer = optax.adam(1e-3)
+    params, static, opt_state, x, y = _step_inputs(model, optimizer, batch, (size, size))
+    jitted = jax.jit(_train_step(optimizer, static))
+
+    def ours(*args):  # the precision is read when the step is traced: every call inside it
+        with jax.default_matmul_precision(jax_precision):
+            return jitted(*args)
+
+    record = {
+        "benchmark": "operators.dense_pair",
+        "model": "fno-dense",
+        "n_params": _n_params(model),
+        "grid": size,
+        "hidden": hidden,
+        "batch": batch,
+        "precision": precision,
+        "jax_matmul_precision": jax_precision,
+        **env,
+    }
+    made, missing = _torch_tfno_step(size, hidden, modes, batch, n_layers, factorization=None)
+    if made is None:
+        timing = time_fn(ours, params, opt_state, x, y, repeats=3, min_seconds=0.1)
+        emit({**record, "ours_median_s": timing["median_s"], "note": f"torch side: {missing}"})
+        return
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch_step, torch_params, info = made
+    times = {"ours": [], "neuraloperator": []}
+    for _ in range(pairs):
+        times["ours"].append(time_fn(ours, params, opt_state, x, y, repeats=3)["median_s"])
+        times["neuraloperator"].append(time_fn(torch_step, repeats=3)["median_s"])
+    ratios = np.asarray(times["ours"]) / np.asarray(times["neuraloperator"])
+    emit(
+        {
+            **record,
+            **info,
+            "n_params_neuraloperator": torch_params,
+            "torch_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "torch_cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "ours_median_s": float(np.median(times["ours"])),
+            "neuraloperator_median_s": float(np.median(times["neuraloperator"])),
+            "ratio_to_neuraloperator": float(np.median(ratios)),
+            "ratios": ratios.tolist(),
+        }
+    )
 
 
 if __name__ == "__main__":

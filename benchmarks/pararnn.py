@@ -35,10 +35,12 @@ import time
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from benchmarks._common import emit, environment, time_fn
 from sciml.pararnn import (
+    GRU,
     RNN,
     Fallback,
     Newton,
@@ -77,12 +79,18 @@ def _forward_backward(layer, xs):
     return jax.grad(lambda args: loss(*args))((layer, xs))
 
 
-def _seconds(fn, *args, repeats: int) -> float:
-    """Median seconds per call; calls slower than a second are timed once."""
+def _timing(fn, *args, repeats: int) -> dict:
+    """`time_fn`'s median and compile seconds; calls slower than a second are timed once."""
     first = time_fn(fn, *args, warmup=1, repeats=1, min_seconds=0.0)
     if first["median_s"] > 1.0:
-        return first["median_s"]
-    return time_fn(fn, *args, warmup=1, repeats=repeats, min_seconds=0.1)["median_s"]
+        return first
+    timing = time_fn(fn, *args, warmup=1, repeats=repeats, min_seconds=0.1)
+    return {**timing, "compile_s": first["compile_s"]}
+
+
+def _seconds(fn, *args, repeats: int) -> float:
+    """Median seconds per call; calls slower than a second are timed once."""
+    return _timing(fn, *args, repeats=repeats)["median_s"]
 
 
 def bench_one(cell_name: str, length: int, hidden: int, batch: int, repeats: int) -> dict:
@@ -111,6 +119,116 @@ def compare_layers(sequential: RNN, newton: RNN, xs, repeats: int) -> dict:
         speedup_fwd=record["sequential_fwd_s"] / record["newton_fwd_s"],
         speedup_fwdbwd=record["sequential_fwdbwd_s"] / record["newton_fwdbwd_s"],
     )
+    return record
+
+
+UNROLLS = (1, 8, 32, 128)
+
+
+def against_best_sequential(newton: RNN, xs, repeats: int, unrolls=UNROLLS) -> dict:
+    """Newton (`newton`'s solver) against the same cell by `Sequential(unroll=k)`
+    for each `k` of `unrolls`, forward and forward+backward, on the batch `xs`
+    `(batch, length, input)`: every time, the best sequential one (`best_*`),
+    the speed-ups over it (and over `unroll=1`, the per-token scan), microseconds
+    per token (`batch × length` tokens), Newton's iterations, the largest output
+    difference, and `compile_s` (all compilations of the call, summed)."""
+    forward = eqx.filter_jit(_forward)
+    forward_backward = eqx.filter_jit(_forward_backward)
+    batch, length = xs.shape[:2]
+    record, compile_s = {}, 0.0
+    layers = {"newton": newton}
+    layers |= {f"sequential_unroll{k}": newton.with_solver(Sequential(unroll=k)) for k in unrolls}
+    for name, layer in layers.items():
+        for kind, fn in (("fwd", forward), ("fwdbwd", forward_backward)):
+            timing = _timing(fn, layer, xs, repeats=repeats)
+            record[f"{name}_{kind}_s"] = timing["median_s"]
+            compile_s += timing["compile_s"]
+    for kind in ("fwd", "fwdbwd"):
+        best = min(unrolls, key=lambda k: record[f"sequential_unroll{k}_{kind}_s"])
+        newton_s = record[f"newton_{kind}_s"]
+        record[f"best_unroll_{kind}"] = best
+        record[f"best_sequential_{kind}_s"] = record[f"sequential_unroll{best}_{kind}_s"]
+        record[f"speedup_{kind}"] = record[f"best_sequential_{kind}_s"] / newton_s
+        if 1 in unrolls:
+            record[f"speedup_{kind}_unroll1"] = record[f"sequential_unroll1_{kind}_s"] / newton_s
+        record[f"newton_us_per_token_{kind}"] = 1e6 * newton_s / (batch * length)
+        record[f"sequential_us_per_token_{kind}"] = (
+            1e6 * record[f"best_sequential_{kind}_s"] / (batch * length)
+        )
+    _, diagnostics = eqx.filter_jit(lambda layer, xs: jax.vmap(layer.solve)(xs))(newton, xs)
+    sequential = layers[f"sequential_unroll{unrolls[0]}"]
+    difference = jnp.max(jnp.abs(forward(newton, xs) - forward(sequential, xs)))
+    record.update(
+        newton_iterations=int(jnp.max(diagnostics.stats["iterations"])),
+        newton_fallbacks=int(jnp.sum(diagnostics.stats["fallback"])),
+        max_abs_difference=float(difference),
+        compile_s=compile_s,
+    )
+    return record
+
+
+def torch_gru_weights(cell: GRU) -> dict[str, np.ndarray]:
+    """The parameters of a one-layer `torch.nn.GRU` computing the same function
+    as `cell` (`sciml.pararnn.GRU`), by name.
+
+    PyTorch's GRU, gates in the order r, z, n:
+    `r = σ(W_ir x + b_ir + W_hr h + b_hr)`, `z = σ(W_iz x + b_iz + W_hz h + b_hz)`,
+    `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, `h' = (1 − z) ⊙ n + z ⊙ h`.
+    Ours has the same gate order and form, one bias for the input side of all
+    three gates (`bias`, the r and z rows holding both of torch's) and `bias_n`
+    for the hidden side of n: so `bias_ih = bias` and `bias_hh = [0, 0, bias_n]`.
+    """
+    hidden = cell.hidden_size
+    return {
+        "weight_ih_l0": np.asarray(cell.weight_ih),
+        "weight_hh_l0": np.asarray(cell.weight_hh),
+        "bias_ih_l0": np.asarray(cell.bias),
+        "bias_hh_l0": np.concatenate(
+            [np.zeros(2 * hidden, np.asarray(cell.bias_n).dtype), np.asarray(cell.bias_n)]
+        ),
+    }
+
+
+def bench_torch_gru(cell: GRU, xs, repeats: int) -> dict:
+    """`torch.nn.GRU` (cuDNN on a GPU) with `cell`'s weights on the batch `xs`
+    `(batch, length, input)`, from a zero state: forward (no gradient) and
+    forward+backward seconds (median of `repeats`, after one warm-up), its
+    outputs, and PyTorch's TF32 flags. Raises ImportError without torch."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    gru = torch.nn.GRU(cell.input_size, cell.hidden_size, batch_first=True).to(device)
+    with torch.no_grad():
+        for name, value in torch_gru_weights(cell).items():
+            getattr(gru, name).copy_(torch.from_numpy(np.array(value, np.float32)))
+    x = torch.from_numpy(np.asarray(xs, np.float32)).to(device)
+
+    def forward():
+        with torch.no_grad():
+            out = gru(x)[0]
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    def forward_backward():
+        gru.zero_grad(set_to_none=True)
+        x.requires_grad_(True)
+        loss = torch.mean(torch.square(gru(x)[0]))
+        loss.backward()
+        x.requires_grad_(False)
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    record = {"torch_device": device, "torch": torch.__version__}
+    for kind, fn in (("fwd", forward), ("fwdbwd", forward_backward)):
+        fn()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+        record[f"torch_gru_{kind}_s"] = float(np.median(samples))
+    record["outputs"] = forward().cpu().numpy()
     return record
 
 

@@ -35,6 +35,7 @@ import optax
 
 from benchmarks._common import emit, environment, time_fn
 from sciml._checks import check_finite
+from sciml.recurrence import ChunkedScan, SequentialScan, linear_recurrence
 from sciml.ssm import S4D, S5, SequenceModel
 from sciml.training import peak_memory_bytes
 
@@ -61,6 +62,80 @@ def naive_s5(layer: S5, u):
         return x, 2 * (C @ x).real + layer.D * u_t
 
     return jax.lax.scan(step, jnp.zeros_like(Lambda_bar), u)[1]
+
+
+def scan_s4d(method):
+    """The S4D layer's discretised system (that of `naive_s4d`) with its states
+    by `sciml.recurrence.linear_recurrence(..., method=method)`, outputs after."""
+
+    def apply(layer: S4D, u):
+        log_Lambda_bar, B_bar = layer._discrete(1.0)
+        v = B_bar * u[:, :, None].astype(B_bar.dtype)  # (L, H, N)
+        x = linear_recurrence(jnp.broadcast_to(jnp.exp(log_Lambda_bar), v.shape), v, method=method)
+        return 2 * jnp.sum(layer.C[0] * x, -1).real + layer.D * u
+
+    return apply
+
+
+def scan_s5(method):
+    """The S5 layer's discretised system (that of `naive_s5`) with its states
+    by `sciml.recurrence.linear_recurrence(..., method=method)`, outputs after."""
+
+    def apply(layer: S5, u):
+        log_Lambda_bar, B_bar = layer._discrete(1.0)
+        v = u.astype(B_bar.dtype) @ B_bar.T  # (L, P)
+        x = linear_recurrence(jnp.broadcast_to(jnp.exp(log_Lambda_bar), v.shape), v, method=method)
+        return 2 * (x @ layer.C[0].T).real + layer.D * u
+
+    return apply
+
+
+def baselines(scan, naive, unrolls=(8, 32, 128)) -> dict:
+    """The sequential baselines of one layer, by name: the per-token scan
+    (`naive`, outputs inside the loop), `lax.scan` unrolled `k` steps, and
+    `ChunkedScan` (`scan` is `scan_s4d` or `scan_s5`)."""
+    out = {"unroll1": naive}
+    out |= {f"unroll{k}": scan(SequentialScan(unroll=k)) for k in unrolls}
+    out["chunked"] = scan(ChunkedScan())
+    return out
+
+
+def bench_against_baselines(name, layer, fast, others: dict, length, batch, repeats) -> None:
+    """Forward and forward+backward seconds of `fast` (the layer's own path) and
+    of each of `others` (`baselines`), one line per path and pass, then per pass
+    the best baseline and the speed-ups over it and over the per-token scan,
+    and the largest relative output difference over all paths; JAX's default
+    matmul precision beside every number."""
+    u = jax.random.normal(jax.random.key(1), (batch, length, layer.features), jnp.float32)
+    precision = str(jax.config.jax_default_matmul_precision or "default")
+    common = dict(layer=name, length=length, batch=batch, matmul_precision=precision)
+    functions = {path: _functions(apply) for path, apply in {"parallel": fast, **others}.items()}
+    times = {}
+    for path, pair in functions.items():
+        for kind, fn in zip(("fwd", "fwd+bwd"), pair):
+            timing = time_fn(fn, layer, u, warmup=1, repeats=repeats, min_seconds=0.1)
+            times[path, kind] = timing["median_s"]
+            emit({"benchmark": "ssm.path", "path": path, "pass": kind, **common, **timing})
+    y_fast = functions["parallel"][0](layer, u)
+    scale = jnp.max(jnp.abs(y_fast))
+    error = max(
+        float(jnp.max(jnp.abs(functions[path][0](layer, u) - y_fast)) / scale) for path in others
+    )
+    for kind in ("fwd", "fwd+bwd"):
+        best = min(others, key=lambda path: times[path, kind])
+        emit(
+            {
+                "benchmark": "ssm.against_baselines",
+                "pass": kind,
+                **common,
+                "ours_s": times["parallel", kind],
+                "best_baseline": best,
+                "best_baseline_s": times[best, kind],
+                "speedup": times[best, kind] / times["parallel", kind],
+                "speedup_unroll1": times["unroll1", kind] / times["parallel", kind],
+                "max_rel_error": error,
+            }
+        )
 
 
 def _functions(apply):

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks._common import emit, environment as jax_environment
-from benchmarks.gpu._rows import Clock, RowSkipped, sweep
+from benchmarks.gpu._rows import Clock, sweep
 
 
 # what the rows import beyond the GPU machine's own packages (see `carry.py`), and torch
@@ -38,8 +38,25 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+def _precision_modes() -> dict:
+    """JAX's default matmul precision and, where torch imports, its two TF32 flags."""
+    import jax
+
+    modes = {
+        "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision or "default")
+    }
+    try:
+        import torch
+    except ImportError:
+        return modes
+    modes["torch_matmul_allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+    modes["torch_cudnn_allow_tf32"] = torch.backends.cudnn.allow_tf32
+    return modes
+
+
 def environment(smoke: bool, clock: Clock) -> None:
-    """The device and versions (the Markdown table's header) and what is missing."""
+    """The device, versions and precision modes (the Markdown table's header)
+    and what is missing."""
     import jax
 
     device = jax.devices()[0]
@@ -52,6 +69,7 @@ def environment(smoke: bool, clock: Clock) -> None:
     emit(
         {
             **jax_environment(),
+            **_precision_modes(),
             "device_count": jax.device_count(),
             "device_memory_bytes": memory,
             "cpus": os.cpu_count(),
@@ -65,73 +83,138 @@ def environment(smoke: bool, clock: Clock) -> None:
 
 
 def tfno_vs_neuraloperator(smoke: bool, clock: Clock) -> None:
+    """The TFNO pairs (PyTorch's default precision on both sides), then dense FNO
+    pairs at each width, grid and precision, smallest first. Without torch or
+    neuraloperator, our dense steps alone, each with a note."""
     import jax
     import jax.numpy as jnp
 
     from benchmarks import operators
 
+    env = jax_environment()
     try:
         import neuralop  # noqa: F401
         import torch  # noqa: F401
     except ImportError as err:
-        raise RowSkipped(
-            f"not run: {err} (torch and neuraloperator must be importable; "
-            "see `python -m benchmarks.gpu.carry`)"
-        ) from err
+        missing = f"{err}"
+    else:
+        missing = None
     if smoke:
         size, hidden, modes, layers, batch, pairs = 16, 4, (4, 4), 1, 2, 1
+        dense = [(16, 4, "float32"), (16, 4, "tf32")]
     else:
         size, hidden, modes, layers, batch, pairs = 128, 32, (16, 16), 4, 32, 5
-    common = dict(n_layers=layers, dtype=jnp.float32, key=jax.random.key(0))
-    operators.bench_neuraloperator(
-        size, hidden, modes, batch, common, jax_environment(), pairs=pairs
-    )
+        dense = [(g, h, p) for g in (128, 256) for h in (32, 64) for p in ("float32", "tf32")]
+    if missing is None:
+        common = dict(n_layers=layers, dtype=jnp.float32, key=jax.random.key(0))
+        operators.bench_neuraloperator(size, hidden, modes, batch, common, env, pairs=pairs)
+
+    def measure(case):
+        grid, width, precision = case
+        operators.bench_dense_pair(grid, width, modes, batch, layers, precision, env, pairs=pairs)
+
+    def skip(case, note):
+        grid, width, precision = case
+        emit(
+            {
+                "model": "fno-dense",
+                "grid": grid,
+                "hidden": width,
+                "precision": precision,
+                "note": note,
+            }
+        )
+
+    # the step's work grows with the area and the width
+    sweep(dense, measure, clock, lambda a, b: (b[0] / a[0]) ** 2 * b[1] / a[1], skip)
 
 
 def _pararnn_record(cell: str, length: int, hidden: int, batch: int, record: dict) -> None:
     emit({"cell": cell, "length": length, "hidden": hidden, "batch": batch, **record})
 
 
-def pararnn_newton(smoke: bool, clock: Clock) -> None:
-    from benchmarks import pararnn
-
-    hidden, batch = (8, 1) if smoke else (64, 1)
-    lengths = (64,) if smoke else (4096, 16384, 65536)
-    repeats = 1 if smoke else 3
-
-    def measure(length):
-        record = pararnn.bench_one("paragru", length, hidden, batch, repeats)
-        _pararnn_record("paragru", length, hidden, batch, record)
-
-    def skip(length, note):
-        emit({"cell": "paragru", "length": length, "hidden": hidden, "note": note})
-
-    # compilation (the same at every length) is most of a row's time on a GPU:
-    # predicted cost √(length ratio) × the last length's seconds
-    sweep(lengths, measure, clock, lambda a, b: (b / a) ** 0.5, skip)
-
-
-def pararnn_dense_gru(smoke: bool, clock: Clock) -> None:
+def _pararnn_sweep(cell_name, newton, hidden, smoke, clock, extra=None) -> None:
+    """Newton against the best `Sequential(unroll=k)` at each (length, batch),
+    lengths growing, both batches at each length; `extra(xs, record)` adds to a
+    record (the torch GRU). Compilation is excluded from the sweep's prediction."""
     import jax
     import jax.numpy as jnp
 
     from benchmarks import pararnn
+
+    if smoke:
+        cases, unrolls, repeats = [(64, 2)], (1, 8), 1
+    else:
+        lengths = (1024, 4096, 16384, 65536) if cell_name == "paragru" else (1024, 4096, 16384)
+        cases, unrolls, repeats = [(n, b) for n in lengths for b in (1, 16)], pararnn.UNROLLS, 3
+
+    def measure(case):
+        length, batch = case
+        xs = jax.random.normal(jax.random.key(1), (batch, length, hidden), jnp.float32)
+        record = pararnn.against_best_sequential(newton, xs, repeats, unrolls)
+        if extra is not None:
+            extra(xs, record)
+        _pararnn_record(cell_name, length, hidden, batch, record)
+        return record["compile_s"]
+
+    def skip(case, note):
+        emit({"cell": cell_name, "length": case[0], "batch": case[1], "note": note})
+
+    # without compilation, a sequential evaluation's time grows with the length
+    sweep(cases, measure, clock, lambda a, b: b[0] / a[0], skip)
+
+
+def pararnn_newton(smoke: bool, clock: Clock) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from sciml.pararnn import RNN, Fallback, Newton, ParaGRU, Sequential
+
+    hidden = 8 if smoke else 64
+    cell = ParaGRU(
+        hidden, hidden, 4 if hidden >= 64 else 1, dtype=jnp.float32, key=jax.random.key(0)
+    )
+    _pararnn_sweep("paragru", RNN(cell, Fallback(Newton(), Sequential())), hidden, smoke, clock)
+
+
+def pararnn_dense_gru(smoke: bool, clock: Clock) -> None:
+    """DEER-style Newton on the dense GRU against the best unrolled scan and,
+    where torch imports, `torch.nn.GRU` (cuDNN) with the same weights (outputs
+    compared); without torch, a note."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from benchmarks import pararnn
     from sciml.pararnn import GRU, RNN, Fallback, Newton, Sequential
 
-    hidden, length, batch = (4, 128, 1) if smoke else (64, 16384, 1)
-    key_cell, key_x = jax.random.split(jax.random.key(0))
-    cell = GRU(hidden, hidden, dtype=jnp.float32, key=key_cell)
+    hidden = 4 if smoke else 64
+    cell = GRU(hidden, hidden, dtype=jnp.float32, key=jax.random.key(0))
     # DEER: Newton with the full Jacobian (the cell declares Dense()) from h_t = h_0
-    sequential, newton = (
-        RNN(cell, Sequential()),
-        RNN(cell, Fallback(Newton(guess="h0"), Sequential())),
-    )
-    xs = jax.random.normal(key_x, (batch, length, hidden), jnp.float32)
-    record = pararnn.compare_layers(sequential, newton, xs, 1 if smoke else 3)
-    _pararnn_record("gru-dense", length, hidden, batch, record)
+    newton = RNN(cell, Fallback(Newton(guess="h0"), Sequential()))
+    forward = jax.jit(jax.vmap(newton))
+
+    def with_torch(xs, record):
+        try:
+            theirs = pararnn.bench_torch_gru(cell, xs, 1 if smoke else 3)
+        except ImportError as err:
+            record["note"] = f"torch absent: {err}"
+            return
+        outputs = theirs.pop("outputs")
+        record.update(theirs, **_precision_modes())
+        record["torch_max_abs_difference"] = float(
+            np.max(np.abs(np.asarray(forward(xs)) - outputs))
+        )
+        for kind in ("fwd", "fwdbwd"):
+            record[f"speedup_{kind}_vs_torch"] = (
+                record[f"torch_gru_{kind}_s"] / record[f"newton_{kind}_s"]
+            )
+
+    _pararnn_sweep("gru-dense", newton, hidden, smoke, clock, extra=with_torch)
 
 
 def ssm_layers(smoke: bool, clock: Clock) -> None:
+    """S4D and S5 against the per-token scan, the unrolled scans and `ChunkedScan`."""
     import jax
     import jax.numpy as jnp
 
@@ -139,13 +222,15 @@ def ssm_layers(smoke: bool, clock: Clock) -> None:
     from sciml.ssm import S4D, S5
 
     H, N, batch, length, repeats = (8, 4, 2, 64, 1) if smoke else (128, 64, 8, 16384, 3)
+    unrolls = (8,) if smoke else (8, 32, 128)
     key = jax.random.key(0)
     layers = {
-        "S4D (FFT conv)": (S4D(H, N, dtype=jnp.float32, key=key), ssm.naive_s4d),
-        "S5 (assoc. scan)": (S5(H, N, dtype=jnp.float32, key=key), ssm.naive_s5),
+        "S4D (FFT conv)": (S4D(H, N, dtype=jnp.float32, key=key), ssm.scan_s4d, ssm.naive_s4d),
+        "S5 (assoc. scan)": (S5(H, N, dtype=jnp.float32, key=key), ssm.scan_s5, ssm.naive_s5),
     }
-    for name, (layer, naive) in layers.items():
-        ssm.bench_layer(name, layer, lambda m, x: m(x), naive, length, batch, repeats, 40e9)
+    for name, (layer, scan, naive) in layers.items():
+        others = ssm.baselines(scan, naive, unrolls)
+        ssm.bench_against_baselines(name, layer, lambda m, x: m(x), others, length, batch, repeats)
 
 
 def mgtfno_memory(smoke: bool, clock: Clock) -> None:
@@ -153,7 +238,7 @@ def mgtfno_memory(smoke: bool, clock: Clock) -> None:
     import jax.numpy as jnp
 
     from benchmarks import operators
-    from sciml.operators import FNO, MGTFNO
+    from sciml.operators import FNO
 
     if smoke:
         grids, hidden, modes, layers, batch, levels = (32,), 4, (4, 4), 1, 2, (1,)
@@ -162,13 +247,12 @@ def mgtfno_memory(smoke: bool, clock: Clock) -> None:
     common = dict(n_layers=layers, dtype=jnp.float32, key=jax.random.key(0))
 
     def measure(grid):
-        mg = dict(padding_fraction=1 / 16, **common)
         models = [("fno-dense", FNO(modes, 1, 1, hidden, **common), False)]
         models += [
-            (f"mgtfno-L{n}-stitched", MGTFNO(modes, 1, 1, hidden, levels=n, **mg), False)
+            (f"mgtfno-L{n}-stitched", operators.mgtfno(modes, hidden, n, common), False)
             for n in levels
         ]
-        models.append(("mgtfno-L1-per-tile", MGTFNO(modes, 1, 1, hidden, levels=1, **mg), True))
+        models.append(("mgtfno-L1-per-tile", operators.mgtfno(modes, hidden, 1, common), True))
         dense = {}
         for name, model, per_tile in models:
             record = operators.bench_memory(name, model, batch, (grid, grid), per_tile=per_tile)
