@@ -141,22 +141,19 @@ def elasticity_step(args):
     if args.matrix_free:
         linear = lx.Normal(insr.Truncated(lx.CG(args.cg_rtol, 0.0, max_steps=args.cg_max_steps)))
     optimiser = optx.LevenbergMarquardt(rtol=1e-6, atol=1e-9, linear_solver=linear)
-    sampling = dict(
-        n_points=args.points,
-        rounds=args.rounds,
-        n_grid=args.grid,
-        n_heldout=8000,
-        matrix_free=args.matrix_free,
-    )
+    points = dict(n_points=args.points, rounds=args.rounds, n_grid=args.grid, n_heldout=8000)
     solver = insr.LeastSquaresSolver(
         optimiser,
-        n_boundary=150,
-        max_steps=args.max_steps,
-        grad_rtol=1e-3,
-        overfit_rtol=0.05,
-        **sampling,
+        collocation=insr.Collocation(n_boundary=150, overfit_rtol=0.05, **points),
+        stopping=insr.Stopping(max_steps=args.max_steps, grad_rtol=1e-3),
+        matrix_free=args.matrix_free,
     )
-    fitter = insr.LeastSquaresSolver(optimiser, max_steps=40, **sampling)
+    fitter = insr.LeastSquaresSolver(
+        optimiser,
+        collocation=insr.Collocation(**points),
+        stopping=insr.Stopping(max_steps=40),
+        matrix_free=args.matrix_free,
+    )
     objective = insr.InitialObjective(problem, gradient_weight=0.0 if args.value_fit else None)
     start = time.perf_counter()
     if args.field == "siren":
@@ -194,7 +191,8 @@ def elasticity_step(args):
     emit(
         {
             "problem": "elasticity_step",
-            **sampling,
+            **points,
+            "matrix_free": args.matrix_free,
             "value_fit": args.value_fit,
             "exact_boundary": args.exact_boundary,
             "field": args.field,

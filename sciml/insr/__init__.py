@@ -8,12 +8,14 @@ Per-step solvers: the paper's Adam loop, or Gauss–Newton / Levenberg–Marquar
 on the per-point residuals (optimistix).
 """
 
+from .._monitor import AbstractMonitor as AbstractMonitor
 from ._adam import AdamSolver as AdamSolver
 from ._advection import (
     Advection1D as Advection1D,
     advection_exact as advection_exact,
     gaussian as gaussian,
 )
+from ._collocation import Collocation as Collocation
 from ._constraints import (
     AbstractConstraint as AbstractConstraint,
     Clamp as Clamp,
@@ -54,17 +56,24 @@ from ._integrate import (
 from ._integrators import (
     AbstractIntegrator as AbstractIntegrator,
     AbstractPointwiseIntegrator as AbstractPointwiseIntegrator,
+    AbstractResidualIntegrator as AbstractResidualIntegrator,
     ExplicitEuler as ExplicitEuler,
     ImplicitEuler as ImplicitEuler,
     Midpoint as Midpoint,
+    StepObjective as StepObjective,
 )
 from ._least_squares import LeastSquaresSolver as LeastSquaresSolver
 from ._objective import (
     AbstractObjective as AbstractObjective,
     InitialObjective as InitialObjective,
-    StepObjective as StepObjective,
 )
-from ._problem import AbstractProblem as AbstractProblem
+from ._problem import (
+    AbstractElasticProblem as AbstractElasticProblem,
+    AbstractEvolutionProblem as AbstractEvolutionProblem,
+    AbstractGridProblem as AbstractGridProblem,
+    AbstractIncompressibleProblem as AbstractIncompressibleProblem,
+    AbstractProblem as AbstractProblem,
+)
 from ._projection import (
     AbstractProjection as AbstractProjection,
     StrongProjection as StrongProjection,
@@ -80,6 +89,7 @@ from ._splitting import (
     backtrack as backtrack,
 )
 from ._step_solver import AbstractStepSolver as AbstractStepSolver
+from ._stopping import Stopping as Stopping
 from ._taylor_green import (
     TaylorGreen2D as TaylorGreen2D,
     taylor_green_pressure as taylor_green_pressure,

@@ -15,15 +15,14 @@ Periodic variant: no boundary term (use a periodic field, e.g.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._integrators import AbstractPointwiseIntegrator
-from ._problem import AbstractProblem, Field
+from ._problem import AbstractEvolutionProblem, Field
 
 
 def gaussian(x: Array, center: float, width: float) -> Array:
@@ -49,7 +48,7 @@ def advection_exact(
     return gaussian(shifted, center, width)
 
 
-class Advection1D(AbstractProblem):
+class Advection1D(AbstractEvolutionProblem):
     """`∂ₜu + a ∂ₓu = 0` on `[lower, upper]` for a scalar field `(1,) -> (1,)`.
 
     **Arguments:** `velocity` (`a`, 0.25); `lower`, `upper` (−2, 2); `center`,
@@ -73,7 +72,6 @@ class Advection1D(AbstractProblem):
     boundary_weight: float = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     out_size: int = eqx.field(static=True)
-    integrators: ClassVar[tuple[type, ...]] = (AbstractPointwiseIntegrator,)
 
     def __init__(
         self,

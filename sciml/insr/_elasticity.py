@@ -38,14 +38,13 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .._checks import check_pair, check_positive_int, check_real
 from ._constraints import AbstractConstraint, ExactBoundaryField, Pin, Roller, check_homogeneous
 from ._hyperelastic import energy_density
-from ._incremental_potential import IncrementalPotential
-from ._problem import AbstractProblem, Field
+from ._problem import AbstractElasticProblem, AbstractGridProblem, Field
 
 
 SCENES = ("free_fall", "stretch", "column", "floor")
 
 
-class Elasticity2D(AbstractProblem):
+class Elasticity2D(AbstractElasticProblem, AbstractGridProblem):
     """A hyperelastic rectangle `[lower, upper]` whose displacement field `(2,) -> (2,)`
     is stepped by [`IncrementalPotential`][sciml.insr.IncrementalPotential].
 
@@ -87,8 +86,6 @@ class Elasticity2D(AbstractProblem):
     exact_boundary: bool = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     out_size: int = eqx.field(static=True)
-    # the stepping is the incremental potential (`rhs` is for explicit checks only)
-    integrators: ClassVar[tuple[type, ...]] = (IncrementalPotential,)
     # the initial fit matches gradients too (`InitialObjective`): the energy is in ∇u
     initial_gradient_weight: ClassVar[float] = 1.0
 

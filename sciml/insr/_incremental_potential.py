@@ -31,11 +31,10 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from ._hyperelastic import contact_residual, elastic_residual, inertia_residual
-from ._integrators import AbstractIntegrator
+from ._integrators import AbstractResidualIntegrator, StepObjective
 from ._least_squares import LeastSquaresSolver
-from ._objective import StepObjective
-from ._problem import check_finite_weights
-from ._step_solver import float_dtype_of
+from ._problem import AbstractElasticProblem, AbstractProblem, check_finite_weights
+from ._step_solver import AbstractStepSolver, float_dtype_of
 
 
 def _check(problem: Any, quasi_static: bool) -> None:
@@ -46,7 +45,7 @@ def _check(problem: Any, quasi_static: bool) -> None:
         )
 
 
-class IncrementalPotential(AbstractIntegrator):
+class IncrementalPotential(AbstractResidualIntegrator):
     """Implicit Euler for elastodynamics by minimising the incremental potential
     (for [`Elasticity2D`][sciml.insr.Elasticity2D]).
 
@@ -57,9 +56,10 @@ class IncrementalPotential(AbstractIntegrator):
     `previous = (uⁿ, uⁿ⁻¹, force scale)`.
     """
 
-    solver: Any = eqx.field(default_factory=LeastSquaresSolver)
+    solver: AbstractStepSolver = eqx.field(default_factory=LeastSquaresSolver)
     quasi_static: bool = eqx.field(static=True, default=False)
     order: ClassVar[int] = 1
+    problems: ClassVar[tuple[type[AbstractProblem], ...]] = (AbstractElasticProblem,)
 
     def residual(self, problem, field, previous, t, dt, x):
         current, before, force_scale = previous

@@ -26,6 +26,7 @@ from jaxtyping import PRNGKeyArray
 
 from .._checks import check_key, check_positive_finite, check_positive_int
 from .._custom_types import Real
+from .._monitor import AbstractMonitor
 from ..solution import RESULTS, Solution, make_solution
 from ._integrators import check_supported
 from ._objective import InitialObjective
@@ -132,7 +133,8 @@ def integrate(
     - `steps_per_chunk`: the steps of one compiled chunk (default: all of
       them, one `lax.scan`). Every chunk is the same compiled function, the
       last one skipping the steps past `t1`.
-    - `monitor`: what runs between the chunks, e.g.
+    - `monitor`: what runs between the chunks, an
+      [`AbstractMonitor`][sciml.insr.AbstractMonitor] such as
       [`sciml.training.ChunkedRun`][sciml.training.ChunkedRun]`(directory)`:
       progress (step, time, loss, seconds per step), a checkpoint of the
       field, the integrator's state and the per-step records after every
@@ -162,9 +164,9 @@ def integrate(
     n = number_of_steps(float(t0), float(t1), float(dt))
     chunk = n if steps_per_chunk is None else check_positive_int("steps_per_chunk", steps_per_chunk)
     chunk = min(chunk, n)
-    if monitor is not None and not callable(getattr(monitor, "run", None)):
+    if monitor is not None and not isinstance(monitor, AbstractMonitor):
         raise ValueError(
-            "`monitor` must have a `run` method such as sciml.training.ChunkedRun(directory), "
+            "`monitor` must be an AbstractMonitor such as sciml.training.ChunkedRun(directory), "
             f"got {type(monitor).__name__}."
         )
     params0, static = eqx.partition(field0, eqx.is_inexact_array)

@@ -27,8 +27,8 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ..solution import Solution
 from ._least_squares import LeastSquaresSolver
-from ._objective import StepObjective
-from ._problem import AbstractProblem, Field, check_finite_weights
+from ._objective import AbstractObjective
+from ._problem import AbstractEvolutionProblem, AbstractProblem, Field, check_finite_weights
 from ._step_solver import AbstractStepSolver
 
 
@@ -36,14 +36,15 @@ class AbstractIntegrator(eqx.Module):
     """Base of the integrators that `integrate` steps: `init` (the state carried
     besides the field) and `step` (one time step by the integrator's `solver`).
 
-    A problem lists the integrators it supports in its class attribute
-    `integrators` (e.g. [`TaylorGreen2D`][sciml.insr.TaylorGreen2D] needs the
-    pressure projection of [`Splitting`][sciml.insr.Splitting]); `integrate`
-    refuses any other before it computes anything.
+    An integrator declares the problems it steps in its class attribute
+    `problems`, a tuple of problem classes (usually the abstract kinds of
+    `sciml.insr`, e.g. [`AbstractEvolutionProblem`][sciml.insr.AbstractEvolutionProblem]);
+    `integrate` refuses any other problem before it computes anything.
     """
 
     solver: eqx.AbstractVar[AbstractStepSolver]
     order: eqx.AbstractClassVar[int]
+    problems: eqx.AbstractClassVar[tuple[type[AbstractProblem], ...]]
 
     @abc.abstractmethod
     def init(self, field: Any, problem: AbstractProblem, t0: Any, dt: Any) -> Any:
@@ -70,23 +71,54 @@ class AbstractIntegrator(eqx.Module):
         """
 
 
-class AbstractPointwiseIntegrator(AbstractIntegrator):
-    """Base of the one-step integrators of `∂ₜu = F(u)` (module docstring): a
-    per-point `residual` between the new field and the previous one, which
-    `step` minimises with `solver` starting from the previous weights; no
-    state besides the field."""
+class AbstractResidualIntegrator(AbstractIntegrator):
+    """Base of the integrators whose step minimises a per-point `residual`
+    (the interior part of a [`StepObjective`][sciml.insr.StepObjective])."""
 
     @abc.abstractmethod
     def residual(
         self,
         problem: AbstractProblem,
         field: Field,
-        previous: Field,
+        previous: Any,
         t: Any,
         dt: Any,
         x: Float[Array, " d"],
-    ) -> Float[Array, " C"]:
-        """The residual at one point `x` of the new field `field` given `previous` at `t`."""
+    ) -> Float[Array, " k"]:
+        """The residual at one point `x` of the new field `field` given
+        `previous` (the previous field, or what the scheme carries) at `t`."""
+
+
+class StepObjective(AbstractObjective):
+    """One time step of an integrator: residual `integrator.residual(problem,
+    f_θ, f_prev, t, dt, x)` inside, the problem's boundary residual at `t + dt`
+    on the boundary."""
+
+    integrator: AbstractResidualIntegrator
+    problem: AbstractProblem
+    previous: Any
+    t: Any
+    dt: Any
+
+    def interior(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " k"]:
+        return self.integrator.residual(self.problem, field, self.previous, self.t, self.dt, x)
+
+    def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
+        return self.problem.boundary_residual(field, self.t + self.dt, x)
+
+    @property
+    def boundary_weight(self) -> float:
+        return self.problem.boundary_weight
+
+
+class AbstractPointwiseIntegrator(AbstractResidualIntegrator):
+    """Base of the one-step integrators of `∂ₜu = F(u)` (module docstring): a
+    per-point `residual` between the new field and the previous one, which
+    `step` minimises with `solver` starting from the previous weights; no
+    state besides the field. They step every
+    [`AbstractEvolutionProblem`][sciml.insr.AbstractEvolutionProblem]."""
+
+    problems: ClassVar[tuple[type[AbstractProblem], ...]] = (AbstractEvolutionProblem,)
 
     @abc.abstractmethod
     def amplification(self, z: Any) -> Any:
@@ -105,27 +137,31 @@ class AbstractPointwiseIntegrator(AbstractIntegrator):
 
 def check_supported(integrator: Any, problem: AbstractProblem) -> None:
     """Raises `ValueError` unless `integrator` is an `AbstractIntegrator` that
-    `problem` supports: an instance of a class in its `integrators`."""
+    steps `problem`: an instance of a class in its `problems`."""
     if not isinstance(integrator, AbstractIntegrator):
         raise ValueError(
             "`integrator` must be an AbstractIntegrator such as Midpoint(), Splitting(pressure) "
             f"or IncrementalPotential(), got {type(integrator).__name__}."
         )
-    supported = type(problem).integrators
-    if not isinstance(integrator, supported):
+    used = type(integrator)
+    if not isinstance(problem, used.problems):
         name = type(problem).__name__
-        names = dict.fromkeys(n for cls in supported for n in _final_names(cls))
+        serving = dict.fromkeys(
+            cls.__name__ for cls in _finals(AbstractIntegrator) if isinstance(problem, cls.problems)
+        )
+        kinds = " or ".join(kind.__name__ for kind in used.problems)
+        hint = f"use {' or '.join(serving)}" if serving else "no integrator steps it"
         raise ValueError(
-            f"{name} cannot be stepped with {type(integrator).__name__}; use "
-            f"{' or '.join(names)} (`{name}.integrators`)."
+            f"{name} cannot be stepped with {used.__name__}; {hint} "
+            f"(`{used.__name__}.problems`: {kinds})."
         )
 
 
-def _final_names(cls: type) -> list[str]:
-    """The names of `cls` if it is final, else of its final subclasses."""
+def _finals(cls: type) -> list[type]:
+    """`cls` if it is final, else its final subclasses."""
     if not inspect.isabstract(cls):
-        return [cls.__name__]
-    return [name for sub in cls.__subclasses__() for name in _final_names(sub)]
+        return [cls]
+    return [final for sub in cls.__subclasses__() for final in _finals(sub)]
 
 
 def _solver_field():
@@ -139,7 +175,7 @@ class ExplicitEuler(AbstractPointwiseIntegrator):
     **Arguments:** `solver` (default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver]).
     """
 
-    solver: Any = _solver_field()
+    solver: AbstractStepSolver = _solver_field()
     order: ClassVar[int] = 1
 
     def residual(self, problem, field, previous, t, dt, x):
@@ -156,7 +192,7 @@ class ImplicitEuler(AbstractPointwiseIntegrator):
     **Arguments:** `solver` (default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver]).
     """
 
-    solver: Any = _solver_field()
+    solver: AbstractStepSolver = _solver_field()
     order: ClassVar[int] = 1
 
     def residual(self, problem, field, previous, t, dt, x):
@@ -174,7 +210,7 @@ class Midpoint(AbstractPointwiseIntegrator):
     **Arguments:** `solver` (default [`LeastSquaresSolver()`][sciml.insr.LeastSquaresSolver]).
     """
 
-    solver: Any = _solver_field()
+    solver: AbstractStepSolver = _solver_field()
     order: ClassVar[int] = 2
 
     def residual(self, problem, field, previous, t, dt, x):

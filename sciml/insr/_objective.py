@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import Any
 
 import equinox as eqx
 import jax
@@ -74,28 +73,6 @@ class AbstractObjective(eqx.Module):
         return jnp.sum(r**2), jnp.sum(r[:n_interior] ** 2)
 
 
-class StepObjective(AbstractObjective):
-    """One time step of an integrator: residual `integrator.residual(problem,
-    f_θ, f_prev, t, dt, x)` inside, the problem's boundary residual at `t + dt`
-    on the boundary."""
-
-    integrator: Any
-    problem: AbstractProblem
-    previous: Any
-    t: Any
-    dt: Any
-
-    def interior(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " k"]:
-        return self.integrator.residual(self.problem, field, self.previous, self.t, self.dt, x)
-
-    def boundary(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " b"]:
-        return self.problem.boundary_residual(field, self.t + self.dt, x)
-
-    @property
-    def boundary_weight(self) -> float:
-        return self.problem.boundary_weight
-
-
 class InitialObjective(AbstractObjective):
     """Fitting the initial condition: `f_θ(x) − u₀(x)` and, with a gradient
     weight `ℓ > 0`, also `ℓ (∂f_θ/∂x − ∂u₀/∂x)` (a fit in `H¹`, for problems
@@ -120,7 +97,7 @@ class InitialObjective(AbstractObjective):
         """`ℓ`: `gradient_weight`, or the problem's `initial_gradient_weight`."""
         if self.gradient_weight is not None:
             return self.gradient_weight
-        return getattr(self.problem, "initial_gradient_weight", 0.0)
+        return self.problem.initial_gradient_weight
 
     def interior(self, field: Field, x: Float[Array, " d"]) -> Float[Array, " k"]:
         def initial(y):

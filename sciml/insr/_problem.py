@@ -6,16 +6,27 @@ boundary conditions. It provides per-point pieces, and an integrator
 method takes a **field** — any callable on one point `(d,) -> (C,)` — so
 spatial derivatives are taken by autodiff of that callable.
 
-A new problem is a final subclass that sets `in_size`, `out_size`,
-`boundary_weight` and the class attribute `integrators` (the integrator
-classes it can be stepped with) and implements the abstract methods.
+A new problem is a final subclass of one of the kinds below that sets
+`in_size`, `out_size` and `boundary_weight` and implements the abstract
+methods. The kind says which integrators step it: each integrator declares the
+kinds it serves (`AbstractIntegrator.problems`), so a new integrator needs no
+edit of the problems, and no problem imports an integrator.
+
+| kind | what the integrator may rely on | stepped by |
+| --- | --- | --- |
+| `AbstractEvolutionProblem` | `rhs` is the whole of `F` | the one-step integrators (`Midpoint`, ...) |
+| `AbstractIncompressibleProblem` | `rhs` without the pressure gradient; `viscosity`, `length` | `Splitting` |
+| `AbstractElasticProblem` | the hyperelastic energy's pieces | `IncrementalPotential` |
+
+A problem with a fixed quadrature grid also subclasses `AbstractGridProblem`
+(`Collocation(n_grid=...)` reads it).
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -48,14 +59,14 @@ class AbstractProblem(eqx.Module):
 
     **Attributes:** `in_size` (`d`), `out_size` (`C`), `boundary_weight`
     (`λ`, the weight of the soft boundary penalty); class attribute
-    `integrators`: the integrator classes the problem can be stepped with
-    (`integrate` refuses any other before it computes anything).
+    `initial_gradient_weight` (`ℓ` of [`InitialObjective`][sciml.insr.InitialObjective],
+    default 0: the initial fit matches values only).
     """
 
     in_size: eqx.AbstractVar[int]
     out_size: eqx.AbstractVar[int]
     boundary_weight: eqx.AbstractVar[float]
-    integrators: eqx.AbstractClassVar[tuple[type, ...]]
+    initial_gradient_weight: ClassVar[float] = 0.0
 
     @abc.abstractmethod
     def rhs(self, field: Field, t: Any, x: Float[Array, " d"]) -> Float[Array, " C"]:
@@ -95,3 +106,56 @@ class AbstractProblem(eqx.Module):
                 f"`{name}` must map a point ({self.in_size},) to ({self.out_size},) for "
                 f"{type(self).__name__}, got output shape {getattr(out, 'shape', out)}."
             )
+
+
+class AbstractEvolutionProblem(AbstractProblem):
+    """A problem `∂ₜu = F(u)` whose `rhs` is the whole of `F` (no constraint
+    besides the boundary penalty): the one-step integrators
+    ([`AbstractPointwiseIntegrator`][sciml.insr.AbstractPointwiseIntegrator])
+    step it."""
+
+
+class AbstractIncompressibleProblem(AbstractProblem):
+    """Incompressible flow of a velocity field `(2,) -> (2,)` in network units:
+    `rhs` is the momentum equation without its pressure gradient, which the
+    pressure projection of [`Splitting`][sciml.insr.Splitting] supplies.
+
+    **Attributes:** `viscosity` (`ν`), `length` (`L`, network to physical units).
+    """
+
+    viscosity: eqx.AbstractVar[float]
+    length: eqx.AbstractVar[float]
+
+
+class AbstractElasticProblem(AbstractProblem):
+    """Hyperelastic elastodynamics of a displacement field, stepped by
+    [`IncrementalPotential`][sciml.insr.IncrementalPotential], which reads
+    these pieces of the energy.
+
+    **Attributes:** `a`, `b` (moduli of `ψ`), `mass` (`k`), `force` (`f`),
+    `floor` (`y` of a floor plane or `None`), `contact_stiffness` (`k_c`).
+    """
+
+    a: eqx.AbstractVar[float]
+    b: eqx.AbstractVar[float]
+    mass: eqx.AbstractVar[float]
+    force: eqx.AbstractVar[tuple[float, float]]
+    floor: eqx.AbstractVar[float | None]
+    contact_stiffness: eqx.AbstractVar[float]
+
+    @abc.abstractmethod
+    def deformation_gradient(self, field: Field, x: Float[Array, " d"]) -> Float[Array, "d d"]:
+        """`F = I + ∂u/∂X` at `x`."""
+
+    @abc.abstractmethod
+    def force_scale(self, steps_taken: Any) -> Array:
+        """The factor of the external force after `steps_taken` steps."""
+
+
+class AbstractGridProblem(AbstractProblem):
+    """A problem with a fixed quadrature grid, which
+    [`Collocation`][sciml.insr.Collocation]`(n_grid=...)` adds to the random points."""
+
+    @abc.abstractmethod
+    def grid_interior(self, n: int, dtype: Any) -> Float[Array, "m d"]:
+        """At most `n` fixed interior points (e.g. cell midpoints of a grid)."""

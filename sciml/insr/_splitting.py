@@ -42,7 +42,12 @@ from ._differential import gradient, laplacian
 from ._integrators import AbstractIntegrator
 from ._least_squares import LeastSquaresSolver
 from ._objective import AbstractObjective
-from ._problem import AbstractProblem, Field, check_finite_weights
+from ._problem import (
+    AbstractIncompressibleProblem,
+    AbstractProblem,
+    Field,
+    check_finite_weights,
+)
 from ._projection import AbstractProjection, as_projection
 from ._step_solver import AbstractStepSolver
 
@@ -73,7 +78,7 @@ class AdvectionObjective(AbstractObjective):
 class DiffusionObjective(AbstractObjective):
     """`U_θ − (νΔt/L²)ΔU_θ − U^{adv}` inside; free slip on the walls."""
 
-    problem: AbstractProblem
+    problem: AbstractIncompressibleProblem
     previous: Any
     dt: Any
 
@@ -168,6 +173,7 @@ class Splitting(AbstractIntegrator):
     pressure_solver: Any
     projection: AbstractProjection
     order: ClassVar[int] = 1
+    problems: ClassVar[tuple[type[AbstractProblem], ...]] = (AbstractIncompressibleProblem,)
 
     def __init__(
         self,
@@ -183,8 +189,7 @@ class Splitting(AbstractIntegrator):
         self.projection = as_projection(projection)
 
     def __check_init__(self):
-        for name in ("solver", "pressure_solver"):
-            value = getattr(self, name)
+        for name, value in (("solver", self.solver), ("pressure_solver", self.pressure_solver)):
             if value is not None and not isinstance(value, AbstractStepSolver):
                 raise ValueError(
                     f"`{name}` must be a LeastSquaresSolver() or AdamSolver(), "

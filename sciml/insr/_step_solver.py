@@ -39,6 +39,14 @@ class AbstractStepSolver(eqx.Module):
         """
 
 
+def check_module(name: str, value: Any, cls: type) -> None:
+    """Raises `ValueError` naming `name` unless `value` is a `cls`."""
+    if not isinstance(value, cls):
+        raise ValueError(
+            f"`{name}` must be an insr.{cls.__name__}(...), got {type(value).__name__}."
+        )
+
+
 def float_dtype_of(tree: Any) -> Any:
     """The dtype of the first floating-point array in `tree`."""
     for leaf in jax.tree_util.tree_leaves(tree):

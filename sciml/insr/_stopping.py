@@ -1,4 +1,17 @@
-r"""A Gauss–Newton-type solver that also stops on loss and gradient tolerances."""
+r"""When a per-step solve stops: the stopping settings of both step solvers.
+
+[`Stopping`][sciml.insr.Stopping] holds the iteration cap and the tolerances.
+[`LeastSquaresSolver`][sciml.insr.LeastSquaresSolver] applies them inside the
+optimistix loop through `ToleranceStop`, a Gauss–Newton-type solver that also
+stops on them: a solve stops, converged, at the first accepted iterate where
+`L ≤ loss_tol`, `L ≤ loss_rtol · L₀` or `‖JᵀR‖ ≤ grad_rtol · ‖JᵀR₀‖`
+(`L = ‖R‖²`, `R₀` at the solve's warm start on the same points), or where the
+optimiser's own test (a Cauchy test on the weights, which rarely triggers for
+networks with flat directions) holds; a solve that meets none runs to its cap
+and reports `RESULTS.nonlinear_max_steps_reached`.
+[`AdamSolver`][sciml.insr.AdamSolver] stops on its learning-rate plateau rule
+or at the cap.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +24,48 @@ import jax.tree_util as jtu
 import optimistix as optx
 from jaxtyping import Array, Bool, Int, Scalar
 
+from .._checks import check_positive_int
+from ._collocation import check_fraction
+
 
 def _sum_squares(tree: Any) -> Scalar:
     return sum(jnp.sum(jnp.abs(leaf) ** 2) for leaf in jtu.tree_leaves(tree))
+
+
+class Stopping(eqx.Module):
+    """When a per-step solve stops (module docstring).
+
+    **Arguments:**
+
+    - `max_steps`: iterations in all (default 100); hitting the cap is
+      reported as `RESULTS.nonlinear_max_steps_reached`. With
+      `Collocation(rounds=r)` each round runs at most `max_steps // r`.
+    - `loss_tol`, `loss_rtol`: optional absolute / relative (to `L₀`, the
+      objective at the warm start on the same points) tolerances on the
+      objective `L`; meeting one stops the solve (or round), converged.
+    - `grad_rtol`: optional: `‖JᵀR‖ ≤ grad_rtol · ‖JᵀR₀‖` stops the solve
+      (or round), converged.
+    """
+
+    max_steps: int = eqx.field(static=True, default=100)
+    loss_tol: float | None = eqx.field(static=True, default=None)
+    loss_rtol: float | None = eqx.field(static=True, default=None)
+    grad_rtol: float | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        check_positive_int("max_steps", self.max_steps)
+        check_fraction("loss_tol", self.loss_tol, None)
+        check_fraction("loss_rtol", self.loss_rtol, 1.0)
+        check_fraction("grad_rtol", self.grad_rtol, 1.0)
+
+    @property
+    def has_tolerances(self) -> bool:
+        """Whether any of `loss_tol`, `loss_rtol`, `grad_rtol` is set."""
+        return any(tol is not None for tol in (self.loss_tol, self.loss_rtol, self.grad_rtol))
+
+    def wrap(self, optimiser: optx.AbstractGaussNewton) -> ToleranceStop:
+        """`optimiser` stopping also on the tolerances (`ToleranceStop`)."""
+        return ToleranceStop(optimiser, self.loss_tol, self.loss_rtol, self.grad_rtol)
 
 
 class ToleranceStopState(eqx.Module):

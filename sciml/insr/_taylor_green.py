@@ -29,7 +29,7 @@ half-width `1e-4` inside the four walls, as the paper's.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -37,8 +37,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._differential import laplacian, wall_normal
-from ._problem import AbstractProblem, Field
-from ._splitting import Splitting
+from ._problem import AbstractIncompressibleProblem, Field
 
 
 LENGTH = math.pi  # x = LENGTH (X + 1)
@@ -58,7 +57,7 @@ def taylor_green_pressure(x: Float[Array, "... 2"], t: Any, viscosity: float) ->
     return decay * 0.25 * (jnp.cos(2 * x[..., 0]) + jnp.cos(2 * x[..., 1]))
 
 
-class TaylorGreen2D(AbstractProblem):
+class TaylorGreen2D(AbstractIncompressibleProblem):
     """Taylor–Green flow on `[−1, 1]²` (network units, see the module docstring)
     for a velocity field `(2,) -> (2,)`; the pressure field is `(2,) -> (1,)`.
 
@@ -76,8 +75,6 @@ class TaylorGreen2D(AbstractProblem):
     length: float = eqx.field(static=True)
     in_size: int = eqx.field(static=True)
     out_size: int = eqx.field(static=True)
-    # incompressible: a step needs the pressure projection of the splitting
-    integrators: ClassVar[tuple[type, ...]] = (Splitting,)
 
     def __init__(
         self,

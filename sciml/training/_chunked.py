@@ -22,21 +22,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import jax
 
 from .._checks import check_positive_int
+from .._monitor import AbstractMonitor, Advance
 from ._checkpoint import Checkpointer
 from ._progress import progress_bar
 
 
-Advance = Callable[[Any, int], tuple[Any, int, dict[str, Any]]]
-
-
-class ChunkedRun:
+class ChunkedRun(AbstractMonitor):
     """Checkpoints, progress and resume around `advance(state, step)`.
 
     **Arguments:**

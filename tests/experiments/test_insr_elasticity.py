@@ -61,8 +61,8 @@ def test_mesh_quadrature_needs_the_least_squares_solver():
     problem, _, integrator, *_ = build(config)
     mesh = p1_field(problem, 40)
     solver = mesh_stepper(config, integrator, mesh).solver
-    np.testing.assert_array_equal(solver.quadrature, quadrature_points(mesh, 1))
-    assert solver.n_points == 0
+    np.testing.assert_array_equal(solver.collocation.quadrature, quadrature_points(mesh, 1))
+    assert solver.collocation.n_points == 0
     config.solver.name = "adam"
     _, _, integrator, *_ = build(config)
     with pytest.raises(ValueError, match="mesh_quadrature"):

@@ -31,12 +31,20 @@ def test_siren_gauss_newton_advection_10_steps():
     fit = eqx.filter_jit(insr.fit_initial)(
         field,
         problem,
-        insr.LeastSquaresSolver(optimiser, n_points=2000, max_steps=60),
+        insr.LeastSquaresSolver(
+            optimiser,
+            collocation=insr.Collocation(n_points=2000),
+            stopping=insr.Stopping(max_steps=60),
+        ),
         key=jax.random.key(1),
         throw=False,
     )
     # loss_tol: the measured per-step objectives end at 2e-8 to 3e-7
-    solver = insr.LeastSquaresSolver(optimiser, n_points=2000, max_steps=MAX_STEPS, loss_tol=1e-6)
+    solver = insr.LeastSquaresSolver(
+        optimiser,
+        collocation=insr.Collocation(n_points=2000),
+        stopping=insr.Stopping(max_steps=MAX_STEPS, loss_tol=1e-6),
+    )
     sol = eqx.filter_jit(insr.integrate)(
         fit.value,
         insr.Midpoint(solver),
@@ -67,7 +75,9 @@ def test_loss_rtol_accepts_a_capped_solve_by_its_reduction(power, successful):
     optimiser = optx.LevenbergMarquardt(rtol=1e-12, atol=1e-14)
 
     def fit(**tolerance):
-        solver = insr.LeastSquaresSolver(optimiser, n_points=300, max_steps=2, **tolerance)
+        stopping = insr.Stopping(max_steps=2, **tolerance)
+        collocation = insr.Collocation(n_points=300)
+        solver = insr.LeastSquaresSolver(optimiser, collocation=collocation, stopping=stopping)
         return insr.fit_initial(field, problem, solver, key=jax.random.key(1), throw=False)
 
     capped = fit()

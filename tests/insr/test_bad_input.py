@@ -100,22 +100,72 @@ def test_integrate_and_fit_initial_need_a_prng_key(untyped, key):
 
 def test_bad_solver_options():
     with pytest.raises(ValueError, match="`n_points`"):
-        insr.LeastSquaresSolver(n_points=0)
+        insr.LeastSquaresSolver(collocation=insr.Collocation(n_points=0))
     with pytest.raises(ValueError, match="`n_points`"):
-        insr.LeastSquaresSolver(n_points=-1, n_grid=10)
+        insr.LeastSquaresSolver(collocation=insr.Collocation(n_points=-1, n_grid=10))
     with pytest.raises(ValueError, match="`optimiser`"):
         insr.LeastSquaresSolver(optimiser="lm")
     with pytest.raises(ValueError, match="`loss_rtol`"):
-        insr.LeastSquaresSolver(loss_rtol=1.0)
+        insr.LeastSquaresSolver(stopping=insr.Stopping(loss_rtol=1.0))
     with pytest.raises(ValueError, match="`factor`"):
         insr.AdamSolver(factor=2.0)
+
+
+def test_each_concern_refuses_its_own_bad_combinations():
+    """The points (`Collocation`), the stopping rule (`Stopping`) and the
+    solver that combines them each refuse what they own, naming it."""
+    with pytest.raises(ValueError, match="`quadrature` replaces the problem's grid"):
+        insr.Collocation(quadrature=np.zeros((5, 1)), n_grid=16)
+    with pytest.raises(ValueError, match="`grad_rtol` must be in"):
+        insr.Stopping(grad_rtol=1.5)
+    message = r"`collocation.rounds` \(5\) must not exceed `stopping.max_steps` \(4\)"
+    with pytest.raises(ValueError, match=message):
+        insr.LeastSquaresSolver(
+            collocation=insr.Collocation(rounds=5), stopping=insr.Stopping(max_steps=4)
+        )
+    for name in ("collocation", "stopping"):
+        for solver in (insr.LeastSquaresSolver, insr.AdamSolver):
+            with pytest.raises(ValueError, match=rf"`{name}` must be an insr\."):
+                solver(**{name: dict(n_points=10)})
+    # Adam draws fresh points every iteration and stops on its learning-rate plateau
+    for points in (dict(rounds=2), dict(n_heldout=10), dict(overfit_rtol=0.1)):
+        with pytest.raises(ValueError, match="AdamSolver draws fresh points every iteration"):
+            insr.AdamSolver(collocation=insr.Collocation(**points))
+    for rule in ("loss_tol", "loss_rtol", "grad_rtol"):
+        with pytest.raises(ValueError, match="AdamSolver stops on its learning-rate plateau"):
+            insr.AdamSolver(stopping=insr.Stopping(**{rule: 0.5}))
+
+
+def test_a_monitor_must_declare_itself():
+    """An object with a `run` method is not taken for a monitor: `integrate`
+    asks for an `AbstractMonitor` (as `sciml.training.ChunkedRun` is)."""
+
+    class Lookalike:
+        def run(self, state, key, advance, *, total, fingerprint=None):
+            return state, 0
+
+    with pytest.raises(ValueError, match="`monitor` must be an AbstractMonitor"):
+        insr.integrate(
+            fourier_field(),
+            insr.Midpoint(),
+            PROBLEM,
+            0.0,
+            0.2,
+            0.1,
+            key=jax.random.key(0),
+            monitor=Lookalike(),
+        )
     with pytest.raises(ValueError, match="`omega0`"):
         insr.SIREN(1, 1, omega0=0.0, key=jax.random.key(0))
 
 
 def test_diverging_step_is_flagged_with_its_residual():
     # Adam at learning rate 10 blows the linear field's objective up within 5 iterations
-    solver = insr.AdamSolver(learning_rate=10.0, n_points=64, max_iters=5)
+    solver = insr.AdamSolver(
+        collocation=insr.Collocation(n_points=64),
+        stopping=insr.Stopping(max_steps=5),
+        learning_rate=10.0,
+    )
     run = eqx.filter_jit(insr.integrate)
     sol = run(
         fourier_field(),
@@ -138,7 +188,12 @@ def test_diverging_step_is_flagged_with_its_residual():
 
 def test_step_cap_is_reported():
     # a tiny learning rate never reaches the plateau stop rule within 3 iterations
-    solver = insr.AdamSolver(learning_rate=1e-6, min_lr=1e-8, n_points=64, max_iters=3)
+    solver = insr.AdamSolver(
+        collocation=insr.Collocation(n_points=64),
+        stopping=insr.Stopping(max_steps=3),
+        learning_rate=1e-6,
+        min_lr=1e-8,
+    )
     sol = insr.integrate(
         fourier_field(),
         insr.Midpoint(solver),
@@ -277,7 +332,7 @@ def test_a_problem_refuses_an_integrator_it_does_not_support():
         ),
     ]
     for field, integrator, problem, name, used, supported in cases:
-        message = rf"{name} cannot be stepped with {used}; use {supported} \(`{name}.integrators`\)"
+        message = rf"{name} cannot be stepped with {used}; use {supported} \(`{used}.problems`: "
         with pytest.raises(ValueError, match=message):
             insr.integrate(field, integrator, problem, 0.0, 0.1, 0.05, key=jax.random.key(0))
 
@@ -286,7 +341,9 @@ def test_a_problem_accepts_the_integrators_it_supports():
     """The same calls with a supported integrator pass the check (traced only)."""
     velocity, pressure = _flow_fields()
     elastic = insr.SIREN(2, 2, width=8, hidden_layers=1, key=jax.random.key(0))
-    solver = insr.LeastSquaresSolver(n_points=16, n_boundary=8, max_steps=1)
+    solver = insr.LeastSquaresSolver(
+        collocation=insr.Collocation(n_points=16, n_boundary=8), stopping=insr.Stopping(max_steps=1)
+    )
     cases = [
         (velocity, insr.Splitting(pressure, solver), insr.TaylorGreen2D()),
         (elastic, insr.IncrementalPotential(solver), insr.Elasticity2D.scene("column")),

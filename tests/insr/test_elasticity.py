@@ -34,7 +34,9 @@ def lm(n_points=500, max_steps=50):
         rtol=1e-10, atol=1e-12, linear_solver=lx.Normal(lx.Cholesky())
     )
     return insr.LeastSquaresSolver(
-        optimiser, n_points=n_points, n_boundary=300, max_steps=max_steps
+        optimiser,
+        collocation=insr.Collocation(n_points=n_points, n_boundary=300),
+        stopping=insr.Stopping(max_steps=max_steps),
     )
 
 

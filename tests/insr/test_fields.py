@@ -88,7 +88,9 @@ def test_function_field_steps_a_mode_by_implicit_eulers_exact_factor():
     with jax.enable_x64(True):
         field = insr.FunctionField(fn, {"c": jnp.float64(1.0), "s": jnp.float64(0.0)})
         problem = insr.Advection1D(a, -2.0, 2.0, periodic=True)
-        solver = insr.LeastSquaresSolver(optx.GaussNewton(rtol=1e-10, atol=1e-12), n_points=32)
+        solver = insr.LeastSquaresSolver(
+            optx.GaussNewton(rtol=1e-10, atol=1e-12), collocation=insr.Collocation(n_points=32)
+        )
         sol = insr.integrate(
             field, insr.ImplicitEuler(solver), problem, 0.0, n * dt, dt, key=jax.random.key(3)
         )

@@ -35,7 +35,9 @@ def setup():
     siren = insr.SIREN(2, 1, width=8, hidden_layers=1, omega0=3.0, key=jax.random.key(0))
     field = insr.PeriodicEmbedding(siren, -2.0, 2.0)
     solver = insr.LeastSquaresSolver(
-        optx.LevenbergMarquardt(rtol=1e-8, atol=1e-10), n_points=64, max_steps=4
+        optx.LevenbergMarquardt(rtol=1e-8, atol=1e-10),
+        collocation=insr.Collocation(n_points=64),
+        stopping=insr.Stopping(max_steps=4),
     )
     return field, insr.Midpoint(solver), problem
 

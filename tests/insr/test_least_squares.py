@@ -26,11 +26,18 @@ def column_mode(params, x):
     return jnp.stack([params[0] * jnp.sin(jnp.pi * (x[0] + 1) / 4), jnp.zeros_like(x[0])])
 
 
+STOPPING = ("max_steps", "loss_tol", "loss_rtol", "grad_rtol")
+
+
 def lm(**options):
+    """A Levenberg–Marquardt solver; `options` are `Collocation`'s and `Stopping`'s."""
     optimiser = optx.LevenbergMarquardt(
         rtol=1e-10, atol=1e-12, linear_solver=lx.Normal(lx.Cholesky())
     )
-    return insr.LeastSquaresSolver(optimiser, **options)
+    stopping = {name: options.pop(name) for name in STOPPING if name in options}
+    return insr.LeastSquaresSolver(
+        optimiser, collocation=insr.Collocation(**options), stopping=insr.Stopping(**stopping)
+    )
 
 
 def step(solver, field, problem, seed=0):
@@ -50,7 +57,9 @@ def column_energy(problem, alpha, alpha0, x):
 def test_heldout_points_are_apart_from_training_points():
     problem = insr.Elasticity2D.scene("column")
     solver = lm(n_points=300, n_boundary=30, rounds=3, max_steps=3, n_grid=64, n_heldout=500)
-    heldout, interior, boundary = solver.point_sets(problem, jax.random.key(3), jnp.float64)
+    heldout, interior, boundary = solver.collocation.point_sets(
+        problem, jax.random.key(3), jnp.float64
+    )
     assert heldout.shape == (500, 2) and interior.shape == (3, 300 + 64, 2)
     training = np.asarray(interior).reshape(-1, 2)
     gaps = np.min(np.linalg.norm(np.asarray(heldout)[:, None] - training[None], axis=-1), axis=1)
@@ -61,13 +70,15 @@ def test_heldout_points_are_apart_from_training_points():
     np.testing.assert_array_equal(interior[0, 300:], interior[2, 300:])
     assert boundary.shape[0] == 3
     # the grid alone (a mesh's quadrature): held-out points as many as the grid's
-    heldout, interior, _ = lm(n_points=0, n_grid=64).point_sets(problem, jax.random.key(3), float)
+    heldout, interior, _ = lm(n_points=0, n_grid=64).collocation.point_sets(
+        problem, jax.random.key(3), float
+    )
     np.testing.assert_array_equal(interior[0], problem.grid_interior(64, jnp.float64))
     assert heldout.shape == (64, 2)
     # given quadrature points alone (a mesh's Gauss points): those exact points
     points = jax.random.uniform(jax.random.key(4), (37, 2), jnp.float64, -0.2, 0.2)
     solver = lm(n_points=0, quadrature=points, rounds=2, max_steps=2)
-    heldout, interior, _ = solver.point_sets(problem, jax.random.key(3), jnp.float64)
+    heldout, interior, _ = solver.collocation.point_sets(problem, jax.random.key(3), jnp.float64)
     np.testing.assert_array_equal(interior, np.broadcast_to(points, (2, 37, 2)))
     assert heldout.shape == (37, 2)
 
@@ -86,7 +97,7 @@ def test_heldout_energy_is_the_closed_form_energy_on_heldout_points():
     sol = step(solver, insr.FunctionField(column_mode, jnp.array([alpha0])), problem, seed=4)
     alpha = float(sol.value.params[0])
     # the integrator hands its key to the solver: the same draw
-    heldout, interior, _ = solver.point_sets(problem, jax.random.key(4), jnp.float64)
+    heldout, interior, _ = solver.collocation.point_sets(problem, jax.random.key(4), jnp.float64)
     expected_heldout = column_energy(problem, alpha, alpha0, np.asarray(heldout))
     expected_train = column_energy(problem, alpha, alpha0, np.asarray(interior[-1]))
     np.testing.assert_allclose(float(sol.stats["energy_heldout"]), expected_heldout, rtol=1e-12)
@@ -143,7 +154,12 @@ def test_matrix_free_gauss_newton_matches_the_closed_form():
     optimiser = optx.LevenbergMarquardt(
         rtol=1e-10, atol=1e-12, linear_solver=lx.Normal(lx.CG(rtol=1e-12, atol=1e-14))
     )
-    solver = insr.LeastSquaresSolver(optimiser, n_points=500, max_steps=20, matrix_free=True)
+    solver = insr.LeastSquaresSolver(
+        optimiser,
+        collocation=insr.Collocation(n_points=500),
+        stopping=insr.Stopping(max_steps=20),
+        matrix_free=True,
+    )
     sol = step(solver, field, problem)
     exact = np.array([0.3, -1.0]) / (2 * 2.0) * DT**2
     np.testing.assert_allclose(np.asarray(sol.value.params["c"]), exact, rtol=1e-8)
@@ -172,7 +188,7 @@ def test_bad_sampling_options(options, name):
 def test_grid_needs_a_problem_with_a_grid():
     solver = lm(n_grid=16)
     with pytest.raises(ValueError, match="n_grid"):
-        solver.point_sets(insr.Advection1D(), jax.random.key(0), jnp.float64)
+        solver.collocation.point_sets(insr.Advection1D(), jax.random.key(0), jnp.float64)
 
 
 @pytest.mark.parametrize("truncated", [True, False])
@@ -187,7 +203,12 @@ def test_truncated_cg_keeps_levenberg_marquardt_going(truncated):
     cg = lx.CG(rtol=1e-12, atol=1e-14, max_steps=2)
     linear = lx.Normal(insr.Truncated(cg) if truncated else cg)
     optimiser = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-12, linear_solver=linear)
-    solver = insr.LeastSquaresSolver(optimiser, n_points=500, max_steps=60, matrix_free=True)
+    solver = insr.LeastSquaresSolver(
+        optimiser,
+        collocation=insr.Collocation(n_points=500),
+        stopping=insr.Stopping(max_steps=60),
+        matrix_free=True,
+    )
     sol = step(solver, field, problem)
     exact = np.array([0.3, -1.0]) / (2 * 2.0) * DT**2
     error = np.abs(np.asarray(sol.value.params["c"]) - exact).max() / np.abs(exact).max()

@@ -53,7 +53,9 @@ def test_h1_fit_gets_the_strain_a_value_fit_misses():
     optimiser = optx.LevenbergMarquardt(
         rtol=1e-10, atol=1e-12, linear_solver=lx.Normal(lx.Cholesky())
     )
-    solver = insr.LeastSquaresSolver(optimiser, n_points=400, max_steps=30)
+    solver = insr.LeastSquaresSolver(
+        optimiser, collocation=insr.Collocation(n_points=400), stopping=insr.Stopping(max_steps=30)
+    )
     axes = [np.linspace(lo, hi, 41)[1:-1] for lo, hi in zip(problem.lower, problem.upper)]
     x = jnp.asarray(np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2))
 

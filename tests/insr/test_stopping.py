@@ -33,7 +33,10 @@ def solver(**options):
     optimiser = optx.LevenbergMarquardt(
         rtol=1e-14, atol=1e-16, linear_solver=lx.Normal(lx.Cholesky())
     )
-    return insr.LeastSquaresSolver(optimiser, n_points=N_POINTS, **options)
+    collocation = insr.Collocation(n_points=N_POINTS, rounds=options.pop("rounds", 1))
+    return insr.LeastSquaresSolver(
+        optimiser, collocation=collocation, stopping=insr.Stopping(**options)
+    )
 
 
 def fit(**options):
@@ -43,7 +46,9 @@ def fit(**options):
 
 def reference(round_=-1, rounds=1):
     """`(Φ, u₀)` on the solve's points (round `round_` of `rounds`) and `θ*`."""
-    _, interior, _ = solver(max_steps=rounds, rounds=rounds).point_sets(PROBLEM, KEY, jnp.float64)
+    _, interior, _ = solver(max_steps=rounds, rounds=rounds).collocation.point_sets(
+        PROBLEM, KEY, jnp.float64
+    )
     x = np.asarray(interior[round_, :, 0])
     phi = np.cos(np.pi * np.arange(K) * (x[:, None] + 1) / 2)
     u0 = np.asarray(jax.vmap(PROBLEM.initial_condition)(jnp.asarray(x[:, None])))[:, 0]

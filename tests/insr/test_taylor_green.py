@@ -46,7 +46,11 @@ def pressure_field():
 
 def solver():
     lm = optx.LevenbergMarquardt(rtol=1e-8, atol=1e-10, linear_solver=lx.Normal(lx.Cholesky()))
-    return insr.LeastSquaresSolver(lm, n_points=1000, n_boundary=200, max_steps=10)
+    return insr.LeastSquaresSolver(
+        lm,
+        collocation=insr.Collocation(n_points=1000, n_boundary=200),
+        stopping=insr.Stopping(max_steps=10),
+    )
 
 
 def exact_velocity(t, nu, x):

@@ -136,7 +136,9 @@ def column_step_energy_ratio(exact: bool, dt: float) -> float:
         rtol=1e-10, atol=1e-12, linear_solver=lx.Normal(lx.Cholesky())
     )
     solver = insr.LeastSquaresSolver(
-        optimiser, n_points=1, n_grid=800, n_boundary=200, max_steps=30, grad_rtol=1e-6
+        optimiser,
+        collocation=insr.Collocation(n_points=1, n_grid=800, n_boundary=200),
+        stopping=insr.Stopping(max_steps=30, grad_rtol=1e-6),
     )
     integrator = insr.IncrementalPotential(solver)
     step = eqx.filter_jit(lambda f, k: integrator.step(f, problem, 0.0, dt, key=k)[0])
