@@ -70,9 +70,8 @@ def adam_solver(s) -> insr.AdamSolver:
     """The `solver` config block's Adam solver (`solver.name == "adam"`)."""
     return insr.AdamSolver(
         learning_rate=s.learning_rate,
-        n_points=s.n_points,
-        n_boundary=s.n_boundary,
-        max_iters=s.max_iters,
+        collocation=insr.Collocation(n_points=s.n_points, n_boundary=s.n_boundary),
+        stopping=insr.Stopping(max_steps=s.max_iters),
     )
 
 
@@ -81,23 +80,22 @@ def initial_least_squares(config, optimiser) -> insr.LeastSquaresSolver:
     most `initial.max_steps` iterations, stopping at `initial.loss_tol`."""
     i = config.initial
     return insr.LeastSquaresSolver(
-        optimiser, n_points=config.solver.n_points, max_steps=i.max_steps, loss_tol=i.loss_tol
+        optimiser,
+        collocation=insr.Collocation(n_points=config.solver.n_points),
+        stopping=insr.Stopping(max_steps=i.max_steps, loss_tol=i.loss_tol),
     )
 
 
-def levenberg_marquardt_solvers(config, **options) -> tuple:
+def levenberg_marquardt_solvers(config, **stopping) -> tuple:
     """`(per-step solver, initial-fit solver)`: Levenberg–Marquardt on the
-    `solver` block's points, steps and `loss_tol`; `options`: further
-    `LeastSquaresSolver` arguments of the per-step solver."""
+    `solver` block's points, steps and `loss_tol`; `stopping`: further
+    `Stopping` arguments of the per-step solver."""
     s = config.solver
     optimiser = levenberg_marquardt(s)
     step = insr.LeastSquaresSolver(
         optimiser,
-        n_points=s.n_points,
-        n_boundary=s.n_boundary,
-        max_steps=s.max_steps,
-        loss_tol=s.loss_tol,
-        **options,
+        collocation=insr.Collocation(n_points=s.n_points, n_boundary=s.n_boundary),
+        stopping=insr.Stopping(max_steps=s.max_steps, loss_tol=s.loss_tol, **stopping),
     )
     return step, initial_least_squares(config, optimiser)
 

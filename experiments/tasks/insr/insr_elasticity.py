@@ -83,7 +83,16 @@ def exact_field(problem, scene: str):
     return insr.FunctionField(_affine, {"A": jnp.zeros((2, 2)), "c": jnp.zeros(2)})
 
 
-def least_squares(s, *, n_points: int, max_steps: int, n_boundary: int = 50, **options):
+def least_squares(
+    s,
+    *,
+    n_points: int,
+    max_steps: int,
+    n_boundary: int = 50,
+    rounds: int = 1,
+    grad_rtol: float | None = None,
+    overfit_rtol: float | None = None,
+):
     """The `solver` block's `LeastSquaresSolver` (sampling, stopping rule and
     overfitting check of the config; CG on JᵀJ when `solver.matrix_free`)."""
     if s.matrix_free:
@@ -94,15 +103,19 @@ def least_squares(s, *, n_points: int, max_steps: int, n_boundary: int = 50, **o
         optimiser = optx.LevenbergMarquardt(rtol=s.rtol, atol=s.atol, linear_solver=linear)
     else:
         optimiser = common.levenberg_marquardt(s)
-    return insr.LeastSquaresSolver(
-        optimiser,
+    collocation = insr.Collocation(
         n_points=n_points,
         n_boundary=n_boundary,
-        max_steps=max_steps,
         n_grid=s.n_grid,
+        rounds=rounds,
         n_heldout=s.n_heldout or None,
+        overfit_rtol=overfit_rtol,
+    )
+    return insr.LeastSquaresSolver(
+        optimiser,
+        collocation=collocation,
+        stopping=insr.Stopping(max_steps=max_steps, grad_rtol=grad_rtol),
         matrix_free=bool(s.matrix_free),
-        **options,
     )
 
 
@@ -156,9 +169,10 @@ def mesh_stepper(config, integrator, mesh):
             "`solver.mesh_quadrature` > 0 needs the least-squares solver (`solver.name` "
             f"'least_squares'), got {type(integrator.solver).__name__}; set it to 0 for Adam."
         )
-    solver = dataclasses.replace(
-        integrator.solver, n_points=0, n_grid=0, quadrature=quadrature_points(mesh, k)
+    collocation = dataclasses.replace(
+        integrator.solver.collocation, n_points=0, n_grid=0, quadrature=quadrature_points(mesh, k)
     )
+    solver = dataclasses.replace(integrator.solver, collocation=collocation)
     return dataclasses.replace(integrator, solver=solver)
 
 

@@ -75,9 +75,8 @@ def _least_squares(config):
     solver, initial = common.levenberg_marquardt_solvers(config, loss_rtol=s.loss_rtol)
     # after the first step the pressure warm-starts near its optimum (a
     # relative test does not fit it): its own cap and absolute tolerance
-    pressure_solver = dataclasses.replace(
-        solver, max_steps=s.pressure_max_steps, loss_tol=s.pressure_loss_tol, loss_rtol=None
-    )
+    stopping = insr.Stopping(max_steps=s.pressure_max_steps, loss_tol=s.pressure_loss_tol)
+    pressure_solver = dataclasses.replace(solver, stopping=stopping)
     return solver, pressure_solver, initial
 
 
