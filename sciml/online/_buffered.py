@@ -4,8 +4,8 @@
 module with its [`BufferState`][sciml.online.BufferState], the log of accepted
 sample ids and the sample counters (`received`, `trained`, `batches`). It does
 not lock: the stream calls it under its lock. A batch is one buffer call
-([`try_get`][sciml.online.AbstractBuffer.try_get]), which draws the batch or
-says that none can be drawn now.
+([`draw`][sciml.online.AbstractBuffer.draw]), which draws the batch or says
+that none can be drawn now.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class BufferedSamples:
 
     **Arguments:** the `buffer` module; `example`, one sample `{name: array}`
     (without a batch axis) that fixes the fields; `batch_size`, samples per
-    batch.
+    batch (which the buffer accepts: the stream checked it, once).
     """
 
     def __init__(self, buffer: AbstractBuffer, example: Mapping[str, np.ndarray], batch_size: int):
@@ -35,23 +35,21 @@ class BufferedSamples:
         self.state = buffer.init(example)
         self.accepted: list[tuple[int, int]] = []
         self.counters = dict.fromkeys(COUNTERS, 0)
-        # bound once: reading a method off an equinox module builds a pytree
-        self._can_put, self._put, self._try_get = buffer.can_put, buffer.put, buffer.try_get
 
     def can_put(self) -> bool:
         """Whether a sample is accepted now (else the receiver waits)."""
-        return self._can_put(self.state)
+        return self.buffer.can_put(self.state)
 
     def put(self, sample: Mapping[str, np.ndarray], sample_id: tuple[int, int]) -> None:
         """Stores one sample (`can_put` must hold) and logs its id."""
-        self.state = self._put(self.state, sample, sample_id)
+        self.state = self.buffer.put(self.state, sample, sample_id)
         self.accepted.append(sample_id)
         self.counters["received"] += 1
 
     def take(self, key: jax.Array, *, ended: bool) -> dict[str, np.ndarray] | None:
         """The next batch `{name: (batch_size, ...)}`, or `None` if none can be
         drawn now (with `ended=True`: none ever will)."""
-        drawn = self._try_get(self.state, self.batch_size, key, ended=ended)
+        drawn = self.buffer.draw(self.state, self.batch_size, key, ended=ended)
         if drawn is None:
             return None
         self.state, batch, _ = drawn

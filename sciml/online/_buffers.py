@@ -37,23 +37,20 @@ fewer than `batch_size` samples (FIFO, reservoir) or fewer than `batch_size`
 remaining reads (FIRO). To serve every one of its `S * reads` reads, FIRO's
 last batches may hold a sample more than once (at most its remaining reads)
 when fewer than `batch_size` distinct samples are left; all other batches hold
-distinct samples. [`exhausted`][sciml.online.AbstractBuffer.exhausted] says when
-no batch will come again; a training loop makes one call per batch,
-[`try_get`][sciml.online.AbstractBuffer.try_get], which draws a batch or says
-that none can be drawn now (and, with `ended=True`, none ever will).
+distinct samples. A training loop makes one call per batch,
+[`draw`][sciml.online.AbstractBuffer.draw], which draws a batch or says that
+none can be drawn now (and, with `ended=True`, that none ever will).
 
-**State.** A buffer module holds hyperparameters only; everything that changes
-lives in a [`BufferState`][sciml.online.BufferState] of numpy arrays (a
-pytree, checkpointed with the model, as optax separates an optimiser from its
-state). `put` and `get` update the state's arrays in place (a batch of fields
-is copied once, nothing else) and return the state: the state passed in is
-consumed, keep only the returned one. The arrays live on the host; the receive
-thread (`put`) and the training loop (`get`) share one buffer under one lock
-that the caller holds, the buffer itself does not lock. (Reading a method
-off an equinox module builds a bound-method pytree each time, some tens of
-microseconds: a receive loop binds `put = buffer.put` once.)
+**State.** A buffer (a frozen dataclass) holds hyperparameters only;
+everything that changes lives in a [`BufferState`][sciml.online.BufferState]
+of numpy arrays (a pytree, checkpointed with the model, as optax separates an
+optimiser from its state). `put` and `draw` update the state's arrays in place
+(a batch of fields is copied once, nothing else) and return the state: the
+state passed in is consumed, keep only the returned one. The arrays live on
+the host; the receive thread (`put`) and the training loop (`draw`) share one
+buffer under one lock that the caller holds, the buffer itself does not lock.
 
-**Determinism.** `get` draws from a numpy generator seeded with the key data
+**Determinism.** `draw` draws from a numpy generator seeded with the key data
 of its JAX `key` (and the reservoir's replacement on `put` from its `seed`), so
 batches are a pure function of the keys and of the sequence of puts and gets.
 
@@ -64,10 +61,10 @@ samples before they reach it.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import numpy as np
 from jaxtyping import ArrayLike, PRNGKeyArray
@@ -203,16 +200,16 @@ def _random_slots(
     return rng.permutation(np.concatenate([new, rest]))
 
 
-class AbstractBuffer(eqx.Module):
+class AbstractBuffer(abc.ABC):
     """A training buffer: hyperparameters only, the contents in a
     [`BufferState`][sciml.online.BufferState].
 
     The subclasses [`FIFO`][sciml.online.FIFO], [`FIRO`][sciml.online.FIRO]
-    and [`Reservoir`][sciml.online.Reservoir] are final; see the module
-    documentation for their policies. The public methods are concrete here and
-    overridden nowhere; a policy is the abstract hooks (`_check_policy`,
-    `_started`, `_available`, `_has_room`, `_put_slot`, `_select`,
-    `_to_evict`), each implemented by every final buffer. All share:
+    and [`Reservoir`][sciml.online.Reservoir] are final frozen dataclasses;
+    see the module documentation for their policies. The public methods are
+    concrete here and overridden nowhere; a policy is the abstract hooks
+    (`_check_policy`, `_started`, `_available`, `_has_room`, `_put_slot`,
+    `_select`, `_to_evict`), each implemented by every final buffer. All share:
 
     - `capacity`: the number of samples the buffer holds (an integer >= 1).
     - `min_new_per_batch`: every batch holds at least this many never-read
@@ -220,14 +217,10 @@ class AbstractBuffer(eqx.Module):
       `batch_size`).
     """
 
-    capacity: eqx.AbstractVar[int]
-    min_new_per_batch: eqx.AbstractVar[int]
+    capacity: int
+    min_new_per_batch: int
 
-    # The methods call each other through the class (`policy = type(self)`):
-    # `self.method` makes an equinox `BoundMethod` pytree on every access
-    # (tens of microseconds), which would dominate a put or a get.
-
-    def __check_init__(self):
+    def __post_init__(self):  # the dataclass `__init__` of each final buffer calls it
         check_positive_int("capacity", self.capacity)
         check_int("min_new_per_batch", self.min_new_per_batch, minimum=0, maximum=self.capacity)
         self._check_policy()
@@ -291,7 +284,7 @@ class AbstractBuffer(eqx.Module):
     def can_put(self, state: BufferState) -> bool:
         """Whether `put` accepts a sample now; `False` means the receiver must
         wait (backpressure), samples are never dropped."""
-        return type(self)._has_room(self, state)
+        return self._has_room(state)
 
     def put(
         self, state: BufferState, sample: Mapping[str, ArrayLike], sample_id: tuple[int, int]
@@ -308,16 +301,15 @@ class AbstractBuffer(eqx.Module):
         **Returns:** the updated state. Raises `ValueError` when `can_put` is
         `False` or the sample does not match the example.
         """
-        policy = type(self)
         _check_state(state, self.capacity)
         arrays = _check_fields(sample, state.data)
         sample_id = _check_sample_id(sample_id)
-        if not policy._has_room(self, state):
+        if not self._has_room(state):
             raise ValueError(
                 f"the buffer cannot take a sample now ({_size(state)}/{self.capacity} "
                 "stored); wait until `can_put` is True."
             )
-        slot = policy._put_slot(self, state)
+        slot = self._put_slot(state)
         state.counters[N_PUT] += 1
         if slot is None:
             state.counters[N_DISCARDED] += 1
@@ -333,52 +325,55 @@ class AbstractBuffer(eqx.Module):
         state.counters[NEW_SINCE_LAST_BATCH] += 1
         return state
 
-    def can_get(self, state: BufferState, batch_size: int, *, ended: bool) -> bool:
-        """Whether `get` can draw a batch of `batch_size` now; `ended`: reception
-        has ended (every solver run finished)."""
-        return type(self)._why_not(self, state, batch_size, ended)[0] is None
+    def check_batch_size(self, batch_size: int) -> int:
+        """`batch_size` if this buffer can serve batches of it (`1 <= batch_size
+        <= capacity`, and `>= min_new_per_batch`); raises `ValueError`
+        otherwise. Checked once where a buffer meets its batch size (the
+        sample stream), not on every `draw`."""
+        _check_batch_size(batch_size, self.capacity, self.min_new_per_batch)
+        return int(batch_size)
 
-    def get(
+    def draw(
         self, state: BufferState, batch_size: int, key: PRNGKeyArray, *, ended: bool
-    ) -> tuple[BufferState, dict[str, np.ndarray], np.ndarray]:
-        """Draws one batch. Consumes `state` (updated in place).
+    ) -> tuple[BufferState, dict[str, np.ndarray], np.ndarray] | None:
+        """Draws one batch if one can be drawn now. Consumes `state` (updated in
+        place) when it does.
 
         **Arguments:**
 
         - `state`: the buffer state.
-        - `batch_size`: samples per batch (always exactly this many).
+        - `batch_size`: samples per batch (always exactly this many; one that
+          `check_batch_size` accepts).
         - `key`: a JAX PRNG key; the draw is a pure function of it and the state.
         - `ended`: reception has ended (lifts watermarks and rate limits, starts
           the drain).
 
         **Returns:** `(state, batch, ids)`: the updated state, `batch` as
         `{name: (batch_size, *field_shape)}` (copies) and `ids` as
-        `(batch_size, 2)` int64 `(run_id, step)` pairs. Raises `ValueError` when
-        `can_get` is `False`.
+        `(batch_size, 2)` int64 `(run_id, step)` pairs; or `None` when no
+        batch can be drawn now (the state untouched). With `ended=True`,
+        `None` means that no batch will come again: less than a batch is
+        left, and it is dropped.
         """
-        policy = type(self)
-        reason, unseen = policy._why_not(self, state, batch_size, ended)
-        if reason is not None:
-            raise ValueError(f"no batch of {batch_size} now: {reason}; check `can_get` first.")
-        return policy._draw(self, state, batch_size, key, ended, unseen)
-
-    def try_get(
-        self, state: BufferState, batch_size: int, key: PRNGKeyArray, *, ended: bool
-    ) -> tuple[BufferState, dict[str, np.ndarray], np.ndarray] | None:
-        """`get` if a batch can be drawn now, else `None` (the state untouched):
-        one call (one pass over the state) where `can_get`, `exhausted` and `get`
-        would make three. With `ended=True`, `None` means `exhausted`: no batch
-        will come again."""
-        policy = type(self)
-        reason, unseen = policy._why_not(self, state, batch_size, ended)
-        if reason is not None:
+        _check_state(state, self.capacity)
+        unseen = _unseen(state)
+        if not self._can_draw(state, batch_size, ended, unseen):
             return None
-        return policy._draw(self, state, batch_size, key, ended, unseen)
-
-    def exhausted(self, state: BufferState, batch_size: int, *, ended: bool) -> bool:
-        """Whether no batch will ever come again: reception has ended and less
-        than a batch is left (the remainder is dropped)."""
-        return ended and type(self)._why_not(self, state, batch_size, True)[0] is not None
+        n_new = 0 if ended else min(self.min_new_per_batch, int(unseen.sum()))
+        slots = self._select(state, batch_size, n_new, _rng(key))
+        batch = {name: field[slots] for name, field in state.data.items()}
+        ids = state.ids[slots]
+        new = np.unique(slots[unseen[slots]]).size
+        np.add.at(state.seen, slots, 1)
+        evict = self._to_evict(state, slots, ended)
+        state.ids[evict] = -1
+        state.order[evict] = -1
+        state.seen[evict] = 0
+        state.counters[N_EVICTED] += evict.size
+        state.counters[N_BATCHES] += 1
+        state.counters[NEW_SINCE_LAST_BATCH] = 0
+        state.counters[NEW_IN_LAST_BATCH] = new
+        return state, batch, ids
 
     def stats(self, state: BufferState) -> dict[str, float]:
         """Monitoring numbers: `fill` (size / capacity), `size`, `mean_seen` and
@@ -397,57 +392,17 @@ class AbstractBuffer(eqx.Module):
         out.update({name: float(c) for name, c in zip(COUNTER_NAMES, state.counters)})
         return out
 
-    # -- checks -------------------------------------------------------------
-
-    def _why_not(
-        self, state: BufferState, batch_size: int, ended: bool
-    ) -> tuple[str | None, np.ndarray]:
-        """Why no batch can be drawn now (`None` if one can), and the mask of
-        never-read slots; raises on a bad `state` or `batch_size`."""
-        policy = type(self)
-        _check_state(state, self.capacity)
-        _check_batch_size(batch_size, self.capacity, self.min_new_per_batch)
-        unseen = _unseen(state)
-        if not policy._started(self, state, ended):
-            return "the watermark is not reached (reads wait for it until reception ends)", unseen
-        available = policy._available(self, state, ended)
-        if available < batch_size:
-            return f"only {available} samples available", unseen
-        n_unseen = int(unseen.sum())
-        if not ended and n_unseen < self.min_new_per_batch and policy._has_room(self, state):
-            return (
-                f"only {n_unseen} never-read samples, `min_new_per_batch` is "
-                f"{self.min_new_per_batch}"
-            ), unseen
-        return None, unseen
-
-    def _draw(
-        self,
-        state: BufferState,
-        batch_size: int,
-        key: PRNGKeyArray,
-        ended: bool,
-        unseen: np.ndarray,
-    ) -> tuple[BufferState, dict[str, np.ndarray], np.ndarray]:
-        """`get` once `_why_not` said yes (`unseen`: its never-read mask)."""
-        policy = type(self)
-        n_new = 0 if ended else min(self.min_new_per_batch, int(unseen.sum()))
-        slots = policy._select(self, state, batch_size, n_new, _rng(key))
-        batch = {name: field[slots] for name, field in state.data.items()}
-        ids = state.ids[slots]
-        new = np.unique(slots[unseen[slots]]).size
-        np.add.at(state.seen, slots, 1)
-        evict = policy._to_evict(self, state, slots, ended)
-        state.ids[evict] = -1
-        state.order[evict] = -1
-        state.seen[evict] = 0
-        state.counters[N_EVICTED] += evict.size
-        state.counters[N_BATCHES] += 1
-        state.counters[NEW_SINCE_LAST_BATCH] = 0
-        state.counters[NEW_IN_LAST_BATCH] = new
-        return state, batch, ids
+    def _can_draw(
+        self, state: BufferState, batch_size: int, ended: bool, unseen: np.ndarray
+    ) -> bool:
+        """Whether a batch can be drawn now (`unseen`: the never-read slots)."""
+        if not self._started(state, ended) or self._available(state, ended) < batch_size:
+            return False
+        # the rate limit, lifted once reception ended or while a put must wait
+        return ended or int(unseen.sum()) >= self.min_new_per_batch or not self._has_room(state)
 
 
+@dataclasses.dataclass(frozen=True)
 class FIFO(AbstractBuffer):
     """First in, first out: a batch is the `batch_size` oldest samples, in
     arrival order, evicted on read, so every sample is used exactly once.
@@ -458,8 +413,8 @@ class FIFO(AbstractBuffer):
     is unread, so the rate limit holds whenever `min_new_per_batch <= batch_size`).
     """
 
-    capacity: int = eqx.field(static=True)
-    min_new_per_batch: int = eqx.field(static=True, default=0)
+    capacity: int
+    min_new_per_batch: int = 0
 
     def _check_policy(self):
         pass
@@ -484,6 +439,7 @@ class FIFO(AbstractBuffer):
         return slots
 
 
+@dataclasses.dataclass(frozen=True)
 class FIRO(AbstractBuffer):
     """First in, random out: uniform random reads (distinct samples within a
     batch), each sample evicted after `reads` reads; `S` samples give
@@ -500,10 +456,10 @@ class FIRO(AbstractBuffer):
       has ended (an integer in `[0, capacity]`, default 0).
     """
 
-    capacity: int = eqx.field(static=True)
-    reads: int = eqx.field(static=True, default=1)
-    watermark: int = eqx.field(static=True, default=0)
-    min_new_per_batch: int = eqx.field(static=True, default=0)
+    capacity: int
+    reads: int = 1
+    watermark: int = 0
+    min_new_per_batch: int = 0
 
     def _check_policy(self):
         check_positive_int("reads", self.reads)

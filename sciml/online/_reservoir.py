@@ -33,13 +33,15 @@ After reception has ended, reads evict, and the buffer drains until fewer than
 
 from __future__ import annotations
 
-import equinox as eqx
+import dataclasses
+
 import numpy as np
 
 from .._checks import check_choice, check_int
 from ._buffers import N_PUT, AbstractBuffer, _first_empty, _random_slots, _size
 
 
+@dataclasses.dataclass(frozen=True)
 class Reservoir(AbstractBuffer):
     """Uniform random reads that do not evict; training starts once `watermark`
     samples have been put and never starves the trainer afterwards. After
@@ -61,11 +63,11 @@ class Reservoir(AbstractBuffer):
       put draws from `numpy.random.default_rng((seed, n))` (both modes).
     """
 
-    capacity: int = eqx.field(static=True)
-    watermark: int = eqx.field(static=True, default=0)
-    min_new_per_batch: int = eqx.field(static=True, default=0)
-    replacement: str = eqx.field(static=True, default="seen")
-    seed: int = eqx.field(static=True, default=0)
+    capacity: int
+    watermark: int = 0
+    min_new_per_batch: int = 0
+    replacement: str = "seen"
+    seed: int = 0
 
     def _check_policy(self):
         check_int("watermark", self.watermark, minimum=0, maximum=self.capacity)

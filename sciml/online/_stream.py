@@ -67,7 +67,8 @@ class SampleStream:
       [`FIRO`][sciml.online.FIRO], [`Reservoir`][sciml.online.Reservoir]).
     - `example`: one sample's solver fields `{name: array}` (a validation
       step): fixes the names, shapes and dtypes the receiver accepts.
-    - `batch_size`: samples per batch.
+    - `batch_size`: samples per batch (checked here against the buffer, once:
+      `AbstractBuffer.check_batch_size`).
     - `launcher`: an [`AbstractLauncher`][sciml.online.AbstractLauncher].
     - `workdir`: where job specs, solver logs and `events.jsonl` go.
     """
@@ -83,7 +84,7 @@ class SampleStream:
         workdir: str | Path,
     ):
         self.study, self.buffer, self.launcher = study, buffer, launcher
-        self.batch_size = int(batch_size)
+        self.batch_size = buffer.check_batch_size(batch_size)
         self.workdir = Path(workdir)
         fields = {name: np.asarray(x) for name, x in example.items()}
         self.schema = Schema.from_example(fields, study.n_steps)

@@ -44,36 +44,52 @@ def _put(buffer, state, i):
     return buffer.put(state, _sample(i), (i % 3, i))
 
 
+def _can_get(buffer, state, batch_size, *, ended):
+    """Whether `draw` would draw a batch now (tried on a copy of `state`)."""
+    copy = jax.tree.map(np.copy, state)
+    return buffer.draw(copy, batch_size, _key(0), ended=ended) is not None
+
+
+def _exhausted(buffer, state, batch_size):
+    """Whether no batch will come again after reception has ended."""
+    return not _can_get(buffer, state, batch_size, ended=True)
+
+
+def _get(buffer, state, batch_size, key, *, ended):
+    """`draw`, which must draw a batch."""
+    drawn = buffer.draw(state, batch_size, key, ended=ended)
+    assert drawn is not None, "no batch could be drawn"
+    return drawn
+
+
 def _stream(buffer, n_samples, batch_size, *, p_put=0.6, seed=0, after_put=None, after_get=None):
-    """Interleaves puts of samples `0..n_samples-1` with gets in a seeded random
-    schedule (a put when possible with probability `p_put`), then drains with
-    `ended=True` until `exhausted`. Fails on a deadlock (neither a put nor a
-    get possible). Calls `after_put(state, i)` and
-    `after_get(state, ids, ended)` after each operation. Returns the final
+    """Interleaves puts of samples `0..n_samples-1` with draws in a seeded
+    random schedule (a put when possible with probability `p_put`), then drains
+    with `ended=True` until `draw` says no batch will come again. Fails on a
+    deadlock (neither a put nor a draw possible). Calls `after_put(state, i)`
+    and `after_get(state, ids, ended)` after each operation. Returns the final
     state and the list of each batch's ids."""
     schedule = np.random.default_rng(seed)
     state = buffer.init(EXAMPLE)
     batches, i = [], 0
-    while i < n_samples or not buffer.exhausted(state, batch_size, ended=True):
+    while True:
         ended = i == n_samples
         wants_put = not ended and schedule.random() < p_put
-        can_get = buffer.can_get(state, batch_size, ended=ended)
-        # the one call a training loop makes agrees with can_get / exhausted / get
-        drawn = buffer.try_get(
-            jax.tree.map(np.copy, state), batch_size, _key(len(batches)), ended=ended
-        )
-        assert (drawn is not None) == can_get
-        assert (drawn is None and ended) == buffer.exhausted(state, batch_size, ended=ended)
-        if not ended and buffer.can_put(state) and (wants_put or not can_get):
+        before = jax.tree.map(np.copy, state)
+        drawn = buffer.draw(before, batch_size, _key(len(batches)), ended=ended)
+        if drawn is None:
+            # a draw that cannot serve leaves the state as it was
+            jax.tree.map(np.testing.assert_array_equal, before, state)
+        if ended and drawn is None:
+            break
+        if not ended and buffer.can_put(state) and (wants_put or drawn is None):
             state = _put(buffer, state, i)
             if after_put is not None:
                 after_put(state, i)
             i += 1
-        elif can_get:
-            state, batch, ids = buffer.get(state, batch_size, _key(len(batches)), ended=ended)
+        elif drawn is not None:
+            state, batch, ids = drawn
             _check_batch(batch, ids)
-            np.testing.assert_array_equal(drawn[2], ids)
-            jax.tree.map(np.testing.assert_array_equal, drawn[0], state)
             batches.append(ids)
             if after_get is not None:
                 after_get(state, ids, ended)
@@ -94,7 +110,7 @@ def test_fifo_every_sample_once_in_arrival_order():
     np.testing.assert_array_equal(np.concatenate(batches)[:, 0], np.arange(39) % 3)
     stats = buffer.stats(state)
     assert (stats["size"], stats["n_batches"], stats["n_evicted"]) == (1, 13, 39)
-    assert buffer.exhausted(state, 3, ended=True) and not buffer.exhausted(state, 1, ended=True)
+    assert _exhausted(buffer, state, 3) and not _exhausted(buffer, state, 1)
 
 
 def test_fifo_full_pushes_back():
@@ -106,7 +122,7 @@ def test_fifo_full_pushes_back():
     assert not buffer.can_put(state)
     with pytest.raises(ValueError, match="can_put"):
         _put(buffer, state, 3)
-    state, _, ids = buffer.get(state, 2, _key(0), ended=False)
+    state, _, ids = _get(buffer, state, 2, _key(0), ended=False)
     np.testing.assert_array_equal(ids[:, 1], [0, 1])
     assert buffer.can_put(state)
 
@@ -124,7 +140,7 @@ def test_firo_reads_each_sample_k_times(n_samples, reads, batch_size, capacity, 
 
     def after_put(state, i):
         size = buffer.stats(state)["size"]
-        assert buffer.can_get(state, batch_size, ended=False) == (
+        assert _can_get(buffer, state, batch_size, ended=False) == (
             size >= max(watermark, batch_size)
         )
 
@@ -150,30 +166,26 @@ def test_firo_reads_each_sample_k_times(n_samples, reads, batch_size, capacity, 
 
 
 def _five_below_the_watermark(buffer):
-    """Five samples into `buffer` (watermark 6): no batch is served, and `get`
-    names the watermark."""
+    """Five samples into `buffer` (watermark 6): no batch is served."""
     state = buffer.init(EXAMPLE)
     for i in range(5):
         state = _put(buffer, state, i)
-        assert not buffer.can_get(state, 2, ended=False)
-    with pytest.raises(ValueError, match="watermark"):
-        buffer.get(state, 2, _key(0), ended=False)
+        assert not _can_get(buffer, state, 2, ended=False)
     return state
 
 
 def test_firo_watermark_blocks_until_reception_ends():
     buffer = FIRO(8, reads=2, watermark=6)
     state = _five_below_the_watermark(buffer)
-    assert not buffer.exhausted(state, 2, ended=False)
     # reception ended below the watermark: the five samples drain, two reads each
     drained = jax.tree.map(np.copy, state)
     reads = []
-    while not buffer.exhausted(drained, 2, ended=True):
-        drained, _, ids = buffer.get(drained, 2, _key(len(reads)), ended=True)
+    while not _exhausted(buffer, drained, 2):
+        drained, _, ids = _get(buffer, drained, 2, _key(len(reads)), ended=True)
         reads += ids[:, 1].tolist()
     assert Counter(reads) == {i: 2 for i in range(5)}
     state = _put(buffer, state, 5)
-    assert buffer.can_get(state, 2, ended=False)
+    assert _can_get(buffer, state, 2, ended=False)
 
 
 # -- Reservoir -----------------------------------------------------------------
@@ -182,9 +194,9 @@ def test_firo_watermark_blocks_until_reception_ends():
 def test_reservoir_serves_nothing_below_the_watermark():
     buffer = Reservoir(10, watermark=6)
     state = _five_below_the_watermark(buffer)
-    assert buffer.can_get(state, 2, ended=True)  # ended below the watermark: drain
+    assert _can_get(buffer, state, 2, ended=True)  # ended below the watermark: drain
     state = _put(buffer, state, 5)
-    assert buffer.can_get(state, 2, ended=False)
+    assert _can_get(buffer, state, 2, ended=False)
 
 
 @pytest.mark.parametrize("min_new", [0, 2])
@@ -203,7 +215,7 @@ def test_reservoir_keeps_unread_samples_and_never_starves(min_new):
         # waits for new samples (and a put is possible)
         if n_put >= watermark and len(stored) >= batch_size:
             waits = len(unread) < min_new and reference_can_put()
-            assert buffer.can_get(state, batch_size, ended=False) == (not waits)
+            assert _can_get(buffer, state, batch_size, ended=False) == (not waits)
 
     def after_put(state, i):
         nonlocal n_put, n_replaced, n_pushbacks
@@ -318,7 +330,7 @@ def test_reservoir_reads_are_uniform_over_stored_samples():
         state = _put(buffer, state, i)
     counts = np.zeros(10)
     for j in range(1500):
-        state, _, ids = buffer.get(state, 3, _key(j), ended=False)
+        state, _, ids = _get(buffer, state, 3, _key(j), ended=False)
         assert len(set(ids[:, 1])) == 3
         counts[ids[:, 1]] += 1
     np.testing.assert_array_equal(state.seen[np.argsort(state.ids[:, 1])], counts)
@@ -349,7 +361,7 @@ def test_rate_limit_every_batch_brings_new_samples(buffer):
         nonlocal n_waits
         stats = buffer.stats(state)
         if stats["size"] >= batch_size and stats["n_unseen"] < m:
-            n_waits += not buffer.can_get(state, batch_size, ended=False)
+            n_waits += not _can_get(buffer, state, batch_size, ended=False)
 
     def after_get(state, ids, ended):
         new = set(ids[:, 1].tolist()) - read
@@ -370,9 +382,9 @@ def test_rate_limit_is_waived_when_a_full_buffer_cannot_take_a_sample():
     for i in range(4):
         state = _put(buffer, state, i)
     for j in range(2):
-        state, _, _ = buffer.get(state, 2, _key(j), ended=False)
+        state, _, _ = _get(buffer, state, 2, _key(j), ended=False)
     assert buffer.stats(state)["n_unseen"] == 0 and not buffer.can_put(state)
-    assert buffer.can_get(state, 2, ended=False)
+    assert _can_get(buffer, state, 2, ended=False)
     state, batches = _stream(buffer, 20, 2)  # no deadlock, every read served
     assert Counter(np.concatenate(batches)[:, 1].tolist()) == {i: 3 for i in range(20)}
 
@@ -395,8 +407,8 @@ def _run(buffer, state, first, steps):
     for t in range(first, first + steps):
         if t % 2 == 0 and buffer.can_put(state):
             state = _put(buffer, state, t)
-        elif buffer.can_get(state, 3, ended=False):
-            state, batch, ids = buffer.get(state, 3, _key(t), ended=False)
+        elif _can_get(buffer, state, 3, ended=False):
+            state, batch, ids = _get(buffer, state, 3, _key(t), ended=False)
             out.append((batch, ids))
     return state, out
 
@@ -429,8 +441,8 @@ def test_final_buffers_override_no_concrete_method():
         name
         for name, value in vars(AbstractBuffer).items()
         if callable(value) and not getattr(value, "__isabstractmethod__", False)
-    } - {"__init__", "__check_init__"}
-    assert {"put", "get", "try_get", "can_put"} <= concrete
+    } - {"__init__", "__post_init__"}
+    assert {"init", "can_put", "put", "check_batch_size", "draw", "stats"} <= concrete
     for policy in (FIFO, FIRO, Reservoir):
         assert not concrete & set(vars(policy)), policy
 
@@ -441,7 +453,7 @@ def test_reads_depend_on_the_key():
     for i in range(20):
         state = _put(buffer, state, i)
     draws = {
-        tuple(buffer.get(jax.tree.map(np.copy, state), 5, _key(j), ended=False)[2][:, 1])
+        tuple(_get(buffer, jax.tree.map(np.copy, state), 5, _key(j), ended=False)[2][:, 1])
         for j in range(5)
     }
     assert len(draws) == 5
@@ -454,7 +466,7 @@ def test_stats_against_recorded_reads():
         state = _put(buffer, state, i)
     reads = Counter()
     for j in range(7):
-        state, _, ids = buffer.get(state, 4, _key(j), ended=False)
+        state, _, ids = _get(buffer, state, 4, _key(j), ended=False)
         reads.update(ids[:, 1].tolist())
     stats = buffer.stats(state)
     seen = np.array([reads[i] for i in range(6)])  # over the 6 stored samples, not 10 slots
@@ -527,20 +539,23 @@ def test_badly_typed_sample_id(untyped):
         buffer.put(buffer.init(EXAMPLE), EXAMPLE, ("run", 1))
 
 
-def test_bad_get():
+def test_bad_batch_size_and_a_draw_that_cannot_serve():
     buffer = Reservoir(4, min_new_per_batch=2)
+    with pytest.raises(ValueError, match="`batch_size` must be a positive integer, got 0"):
+        buffer.check_batch_size(0)
+    with pytest.raises(ValueError, match="`batch_size` must be at most the capacity 4, got 5"):
+        buffer.check_batch_size(5)
+    with pytest.raises(
+        ValueError, match="`min_new_per_batch` \\(2\\) must be at most `batch_size`"
+    ):
+        buffer.check_batch_size(1)
+    assert buffer.check_batch_size(3) == 3
     state = buffer.init(EXAMPLE)
     for i in range(4):
         state = _put(buffer, state, i)
-    for bad in (0, 5):
-        with pytest.raises(ValueError, match="`batch_size`"):
-            buffer.can_get(state, bad, ended=False)
-        with pytest.raises(ValueError, match="`batch_size`"):
-            buffer.get(state, bad, _key(0), ended=False)
-    with pytest.raises(ValueError, match="`min_new_per_batch`"):
-        buffer.can_get(state, 1, ended=False)
-    with pytest.raises(ValueError, match="`min_new_per_batch`"):
-        buffer.get(state, 1, _key(0), ended=False)
-    state, _, _ = buffer.get(state, 3, _key(0), ended=False)  # leaves 1 unread < 2
-    with pytest.raises(ValueError, match="can_get"):
-        buffer.get(state, 3, _key(1), ended=False)
+    state, _, _ = _get(buffer, state, 3, _key(0), ended=False)  # leaves 1 unread < 2
+    before = jax.tree.map(np.copy, state)
+    assert buffer.draw(state, 3, _key(1), ended=False) is None
+    jax.tree.map(np.testing.assert_array_equal, before, state)  # untouched
+    with pytest.raises(ValueError, match="`state` must be a BufferState"):
+        buffer.draw(FIFO(2).init(EXAMPLE), 1, _key(0), ended=False)
