@@ -7,6 +7,7 @@ read counts, batch counts, watermarks, which samples a full buffer replaces,
 inclusion and read frequencies, the rate limit, determinism and checkpoints.
 """
 
+import functools
 from collections import Counter
 from fractions import Fraction
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from sciml.online import LocalLauncher, ParameterSpace, SampleStream, Study
 from sciml.online._buffers import FIFO, FIRO, N_INSERTED, N_PUT, AbstractBuffer, BufferState
 from sciml.online._reservoir import Reservoir
 
@@ -559,3 +561,27 @@ def test_bad_batch_size_and_a_draw_that_cannot_serve():
     jax.tree.map(np.testing.assert_array_equal, before, state)  # untouched
     with pytest.raises(ValueError, match="`state` must be a BufferState"):
         buffer.draw(FIFO(2).init(EXAMPLE), 1, _key(0), ended=False)
+
+
+def test_the_stream_checks_the_batch_size_against_its_buffer_once(tmp_path, monkeypatch):
+    """Where a buffer meets its batch size (the sample stream) the size is
+    checked, once; `draw` does not check it again."""
+    study = Study(
+        simulation="pkg.mod.solver", space=ParameterSpace({"a": (0.0, 1.0)}), n_runs=2, n_steps=2
+    )
+    make = functools.partial(
+        SampleStream, study, example=EXAMPLE, launcher=LocalLauncher(), workdir=tmp_path
+    )
+    with pytest.raises(ValueError, match="`batch_size` must be at most the capacity 4, got 5"):
+        make(FIFO(4), batch_size=5)
+    calls = []
+    check = AbstractBuffer.check_batch_size
+    monkeypatch.setattr(
+        AbstractBuffer, "check_batch_size", lambda self, n: calls.append(n) or check(self, n)
+    )
+    stream = make(FIFO(4), batch_size=2)
+    for i in range(4):
+        stream.samples.put({**_sample(i), "params": np.zeros(1, np.float32)}, (0, i))
+    assert stream.samples.take(_key(0), ended=False) is not None
+    assert stream.samples.take(_key(1), ended=False) is not None
+    assert calls == [2]

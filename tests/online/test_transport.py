@@ -30,6 +30,7 @@ from sciml.transport import (
     read_secret,
     secret_from_env,
     secret_to_env,
+    simulate,
     write_secret,
 )
 from sciml.transport._sockets import MAXMSGSIZE_SLACK, secure_client_socket
@@ -617,3 +618,21 @@ def test_a_client_that_cannot_connect_or_is_not_served_is_not_told_of_the_secret
         blocked.set()
         client._linger_ms = 0
         client.close()
+
+
+def test_simulate_checks_the_step_count_as_the_steps_come():
+    """The one home of "run a simulation, check its step count" (the worker
+    and the trainer's validation runs both use it)."""
+
+    def simulation(params, *, seed, n):
+        for k in range(n):
+            yield {"k": np.array(1000 * params["a"] + seed + k)}
+
+    steps = simulate(simulation, {"a": 1.0}, seed=10, settings={"n": 3}, n_steps=3)
+    assert [int(f["k"]) for f in steps] == [1010, 1011, 1012]
+    steps = simulate(simulation, {"a": 0.0}, seed=0, settings={"n": 5}, n_steps=3)
+    assert [int(next(steps)["k"]) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(RuntimeError, match="more than the study's n_steps = 3 steps"):
+        next(steps)  # raised before a fourth step is handed on
+    with pytest.raises(RuntimeError, match="yielded 2 steps, the study expects 3"):
+        list(simulate(simulation, {"a": 0.0}, seed=0, settings={"n": 2}, n_steps=3))
