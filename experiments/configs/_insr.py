@@ -10,10 +10,14 @@ from sciml.experiment import defaults
 def insr_config(name: str, *, width: int, hidden_layers: int) -> ml_collections.ConfigDict:
     """The run skeleton in float64 and the SIREN `field` block (`omega0 = 30`).
 
-    The runner's shared skeleton; an INSR task does not train a model, so its
-    `train` / `optimizer` blocks are unused."""
+    An INSR task trains no model: its config has no `optimizer` block, and of
+    `train` it uses the chunking of long runs (`checkpoint_every` steps a
+    chunk, `keep_checkpoints`)."""
     config = defaults.base_config(
-        name, f"experiments.tasks.insr.{name}", steps=0, batch_size=1, learning_rate=1e-4
+        name,
+        f"experiments.tasks.insr.{name}",
+        steps=0,
+        train={"checkpoint_every": 500, "keep_checkpoints": 2},
     )
     config.x64 = True
     config.field = ml_collections.ConfigDict()

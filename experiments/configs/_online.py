@@ -42,8 +42,20 @@ def online_config(
         steps=steps,
         batch_size=batch_size,
         learning_rate=learning_rate,
-        train={"loss": "l2"},
-        optimizer={"name": "adamw", "weight_decay": 1e-4, "warmup_steps": 50},
+        train={
+            "loss": "l2",
+            "log_every": 50,
+            "eval_every": 500,
+            "checkpoint_every": 500,
+            "keep_checkpoints": 2,
+        },
+        optimizer={
+            "name": "adamw",
+            "weight_decay": 1e-4,
+            "schedule": "cosine",
+            "warmup_steps": 50,
+            "clip_norm": 1.0,
+        },
     )
     study = ml_collections.ConfigDict()
     study.simulation = simulation

@@ -65,8 +65,20 @@ def base_config(name: str, task: str, steps: int) -> ml_collections.ConfigDict:
         steps=steps,
         batch_size=16,
         learning_rate=2e-3,
-        train={"loss": "h1"},
-        optimizer={"name": "adamw", "weight_decay": 1e-4, "warmup_steps": 50},
+        train={
+            "loss": "h1",
+            "log_every": 50,
+            "eval_every": 500,
+            "checkpoint_every": 500,
+            "keep_checkpoints": 2,
+        },
+        optimizer={
+            "name": "adamw",
+            "weight_decay": 1e-4,
+            "schedule": "cosine",
+            "warmup_steps": 50,
+            "clip_norm": 1.0,
+        },
     )
     config.model = model_config()
     return config

@@ -37,8 +37,8 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
         steps=2000,
         batch_size=16,
         learning_rate=3e-3,
-        train={"log_every": 10},
-        optimizer={"warmup_steps": 50, "end_factor": 0.1},
+        train={"log_every": 10, "eval_every": 500, "checkpoint_every": 500, "keep_checkpoints": 2},
+        optimizer={"schedule": "cosine", "warmup_steps": 50, "end_factor": 0.1, "clip_norm": 1.0},
     )
 
     config.data = ml_collections.ConfigDict()

@@ -39,6 +39,8 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
         steps=10000,
         batch_size=8,
         learning_rate=1e-3,
+        train={"log_every": 50, "eval_every": 500, "checkpoint_every": 500, "keep_checkpoints": 2},
+        optimizer={"schedule": "cosine", "warmup_steps": 100, "clip_norm": 1.0},
     )
     config.data = data_block(3, 32, n_ritz=1600, n_rhs=2000)
     config.model = model_block()

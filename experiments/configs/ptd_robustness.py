@@ -40,8 +40,8 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
         batch_size=32,
         # no weight decay: the frozen parameters stay put
         learning_rate=1e-2,
-        train={"eval_every": 0, "keep_checkpoints": 1},
-        optimizer={"warmup_steps": 50},
+        train={"log_every": 50, "eval_every": 0, "checkpoint_every": 500, "keep_checkpoints": 1},
+        optimizer={"schedule": "cosine", "warmup_steps": 50, "clip_norm": 1.0},
     )
     config.noise_amplitude = 0.1  # test-time noise a·cos(ωt), a ~ noise_amplitude·U(0, 1)
     config.noise_sweep = (0.3, 1.0)  # further amplitudes reported and plotted

@@ -34,6 +34,8 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
         steps=3000,
         batch_size=64,
         learning_rate=2e-3,
+        train={"log_every": 50, "eval_every": 500, "checkpoint_every": 500, "keep_checkpoints": 2},
+        optimizer={"schedule": "cosine", "warmup_steps": 100, "clip_norm": 1.0},
     )
 
     config.data = ml_collections.ConfigDict()

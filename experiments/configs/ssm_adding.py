@@ -21,6 +21,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
         steps=3000,
         batch_size=32,
         learning_rate=1e-2,
+        train={"log_every": 50, "eval_every": 500, "checkpoint_every": 500, "keep_checkpoints": 2},
         optimizer={**SSM_OPTIMIZER, "warmup_steps": 50},
     )
     config.data = ml_collections.ConfigDict()

@@ -42,6 +42,9 @@ SSM_OPTIMIZER = {
     # AdamW, cosine; (Λ, B, Δ) at lr 1e-3 without weight decay
     "name": "adamw",
     "weight_decay": 0.01,
+    "schedule": "cosine",
+    "warmup_steps": 100,
+    "clip_norm": 1.0,
     "groups": {"ssm": {"learning_rate": 1e-3, "weight_decay": 0.0}},
 }
 
@@ -70,6 +73,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
         steps=3000,
         batch_size=32,
         learning_rate=1e-2,
+        train={"log_every": 50, "eval_every": 500, "checkpoint_every": 500, "keep_checkpoints": 2},
         optimizer=SSM_OPTIMIZER,
     )
     config.data = ml_collections.ConfigDict()

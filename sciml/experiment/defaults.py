@@ -13,9 +13,11 @@ def get_config(variant=None):
     return defaults.select_variant(config, variant, tiny=shrink)
 ```
 
-`train.steps` is an `ml_collections.FieldReference` shared with
-`optimizer.decay_steps`, so overriding the number of steps (also when a run is
-resumed) stretches the cosine schedule with it.
+The blocks are built from `sciml.training.TrainSettings` and
+`sciml.training.OptimizerSettings`: a key a config does not set has the class's
+default, written there only. `train.steps` is an `ml_collections.FieldReference`
+shared with `optimizer.decay_steps`, so overriding the number of steps (also
+when a run is resumed) stretches a cosine schedule with it.
 """
 
 from __future__ import annotations
@@ -25,31 +27,33 @@ from typing import Any
 
 import ml_collections
 
+from sciml.training import OptimizerSettings, TrainSettings
+from sciml.training._settings import defaults
+
+from ._standard import _CONFIG_SETTINGS
+
 
 def train_block(
     steps: int | ml_collections.FieldReference,
     *,
-    batch_size: int,
-    log_every: int = 50,
-    eval_every: int = 500,
-    checkpoint_every: int = 500,
-    keep_checkpoints: int = 2,
-    progress: bool = True,
-    **extra: Any,
+    batch_size: int | None = None,
+    **keys: Any,
 ) -> ml_collections.ConfigDict:
-    """The `train.*` block: the arguments of `sciml.training.fit`, plus `batch_size`.
+    """The `train.*` block: the [`TrainSettings`][sciml.training.TrainSettings]
+    a config holds, plus `batch_size`.
 
-    `extra` keys (e.g. `loss="h1"`) are added as they are.
+    Every `TrainSettings` field that is a number or a flag (`log_every`,
+    `eval_every`, `checkpoint_every`, `keep_checkpoints`, `progress`,
+    `check_batch`) is there, at the class's default unless `keys` sets it;
+    other `keys` (the task's, e.g. `loss="h1"`) are added as they are, and
+    `batch_size` unless it is None.
     """
     train = ml_collections.ConfigDict()
     train.steps = steps
-    train.batch_size = batch_size
-    train.update(extra)
-    train.log_every = log_every
-    train.eval_every = eval_every
-    train.checkpoint_every = checkpoint_every
-    train.keep_checkpoints = keep_checkpoints
-    train.progress = progress
+    if batch_size is not None:
+        train.batch_size = batch_size
+    settings = {k: v for k, v in defaults(TrainSettings).items() if k in _CONFIG_SETTINGS}
+    train.update({**settings, **keys})
     return train
 
 
@@ -57,26 +61,19 @@ def optimizer_block(
     steps: int | ml_collections.FieldReference,
     *,
     learning_rate: float,
-    name: str = "adam",
-    schedule: str = "cosine",
-    warmup_steps: int = 100,
-    clip_norm: float = 1.0,
-    **extra: Any,
+    **keys: Any,
 ) -> ml_collections.ConfigDict:
-    """The `optimizer.*` block (keys of `sciml.training.make_optimizer`).
+    """The `optimizer.*` block: every field of
+    [`OptimizerSettings`][sciml.training.OptimizerSettings] (the keys of
+    `sciml.training.make_optimizer`), at the class's default unless `keys`
+    sets it.
 
     `decay_steps` is `steps` (pass the `FieldReference` of `train.steps` to link
-    them). `extra` keys (`weight_decay`, `end_factor`, `groups`, ...) are added
-    as they are.
+    them), so a config choosing `schedule="cosine"` decays over its run.
     """
+    values = {**defaults(OptimizerSettings), "learning_rate": learning_rate, "decay_steps": steps}
     optimizer = ml_collections.ConfigDict()
-    optimizer.name = name
-    optimizer.learning_rate = learning_rate
-    optimizer.schedule = schedule
-    optimizer.warmup_steps = warmup_steps
-    optimizer.decay_steps = steps
-    optimizer.clip_norm = clip_norm
-    for key, value in extra.items():
+    for key, value in {**values, **keys}.items():
         optimizer[key] = ml_collections.ConfigDict(value) if isinstance(value, dict) else value
     return optimizer
 
@@ -86,8 +83,8 @@ def base_config(
     task: str,
     *,
     steps: int,
-    batch_size: int,
-    learning_rate: float,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
     seed: int = 0,
     train: dict[str, Any] | None = None,
     optimizer: dict[str, Any] | None = None,
@@ -99,14 +96,18 @@ def base_config(
     - `name`: the run name (the folder under `runs/`).
     - `task`: the task module, a dotted module path or a `.py` path relative to
       the config file.
-    - `steps`, `batch_size`, `learning_rate`: the values every config sets.
+    - `steps`, `batch_size`, `learning_rate`: the values a training config
+      sets; a task that trains no model gives neither `batch_size` nor
+      `learning_rate`, and its config has no `optimizer` block.
     - `seed`: the PRNG seed of the run.
     - `train`, `optimizer`: further keys for [`train_block`][sciml.experiment.defaults.train_block]
       and [`optimizer_block`][sciml.experiment.defaults.optimizer_block].
 
     **Returns:** an unlocked `ml_collections.ConfigDict` with `name`, `task`,
     `seed`, `train.*` and `optimizer.*`; `optimizer.decay_steps` follows
-    `train.steps`.
+    `train.steps`. A key the config does not set has its class's default, so
+    a config with only a learning rate builds the optimiser
+    `make_optimizer({"learning_rate": ...})` builds.
     """
     config = ml_collections.ConfigDict()
     config.name = name
@@ -114,7 +115,10 @@ def base_config(
     config.seed = seed
     linked = ml_collections.FieldReference(steps)
     config.train = train_block(linked, batch_size=batch_size, **(train or {}))
-    config.optimizer = optimizer_block(linked, learning_rate=learning_rate, **(optimizer or {}))
+    if learning_rate is not None:
+        config.optimizer = optimizer_block(linked, learning_rate=learning_rate, **(optimizer or {}))
+    elif optimizer:
+        raise ValueError("`optimizer` keys need a `learning_rate`.")
     return config
 
 
