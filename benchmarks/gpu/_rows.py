@@ -281,9 +281,20 @@ ROWS = (
         # H200: stopped at 45 s before its first measurement (compilation)
         h200(90),
         150,
-        "INSR Levenberg–Marquardt step, SIREN 3×68 (14,418 weights), elasticity stretch, float64",
-        "-",
-        ("n_params", "n_points", "seconds_per_step", "compile_seconds", "iterations"),
+        "INSR Levenberg–Marquardt seconds per step and per iteration, float64, the paper's "
+        "scenes at its field sizes: advection 2×20, Taylor–Green 3×32, stretch 3×68",
+        "the paper's per-step times on its GPU (Adam): advection ≈ 80 s, Taylor–Green ≈ 8.4 min",
+        (
+            "scene",
+            "n_params",
+            "n_points",
+            "seconds_per_step",
+            "seconds_per_iteration",
+            "compile_seconds",
+            "iterations",
+            "paper_seconds_per_step",
+            "note",
+        ),
         needs_s=45,
         packages=("ml-collections",),
     ),
