@@ -6,6 +6,7 @@ from typing import Any
 
 import ml_collections
 
+from experiments.configs._operators import OPTIMIZER, TRAIN
 from sciml.experiment import defaults
 
 
@@ -42,20 +43,8 @@ def online_config(
         steps=steps,
         batch_size=batch_size,
         learning_rate=learning_rate,
-        train={
-            "loss": "l2",
-            "log_every": 50,
-            "eval_every": 500,
-            "checkpoint_every": 500,
-            "keep_checkpoints": 2,
-        },
-        optimizer={
-            "name": "adamw",
-            "weight_decay": 1e-4,
-            "schedule": "cosine",
-            "warmup_steps": 50,
-            "clip_norm": 1.0,
-        },
+        train={"loss": "l2", **TRAIN},
+        optimizer=OPTIMIZER,
     )
     study = ml_collections.ConfigDict()
     study.simulation = simulation

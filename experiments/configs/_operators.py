@@ -52,6 +52,19 @@ def data_config(**fields) -> ml_collections.ConfigDict:
     return cfg
 
 
+#: How the operator models train (the online configs too): a metric line every
+#: 50 steps, an evaluation and a checkpoint every 500, two kept; AdamW with
+#: weight decay 1e-4, a cosine schedule after 50 warm-up steps, clipping at 1.
+TRAIN = {"log_every": 50, "eval_every": 500, "checkpoint_every": 500, "keep_checkpoints": 2}
+OPTIMIZER = {
+    "name": "adamw",
+    "weight_decay": 1e-4,
+    "schedule": "cosine",
+    "warmup_steps": 50,
+    "clip_norm": 1.0,
+}
+
+
 def base_config(name: str, task: str, steps: int) -> ml_collections.ConfigDict:
     """The keys every operator config shares: run, `model.*`, `train.*` and `optimizer.*`.
 
@@ -65,20 +78,8 @@ def base_config(name: str, task: str, steps: int) -> ml_collections.ConfigDict:
         steps=steps,
         batch_size=16,
         learning_rate=2e-3,
-        train={
-            "loss": "h1",
-            "log_every": 50,
-            "eval_every": 500,
-            "checkpoint_every": 500,
-            "keep_checkpoints": 2,
-        },
-        optimizer={
-            "name": "adamw",
-            "weight_decay": 1e-4,
-            "schedule": "cosine",
-            "warmup_steps": 50,
-            "clip_norm": 1.0,
-        },
+        train={"loss": "h1", **TRAIN},
+        optimizer=OPTIMIZER,
     )
     config.model = model_config()
     return config
