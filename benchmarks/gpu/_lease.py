@@ -89,8 +89,8 @@ def lease_order(rows: Sequence[Row], records: Sequence[dict[str, Any]]) -> list[
     return sorted(rows, key=lambda row: (row.name != "environment", rank[row.name]))
 
 
-def _pip(wheels: Sequence[Path], log) -> bool:
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
+def _pip(wheels: Sequence[Path], log, python: str) -> bool:
+    command = [python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
     log.write(f"$ pip install {' '.join(w.name for w in wheels)}\n")
     log.flush()
     # the variable lets pip install into a system Python marked externally
@@ -102,9 +102,10 @@ def _pip(wheels: Sequence[Path], log) -> bool:
     return done.returncode == 0
 
 
-def install(folder: Path, log) -> dict[str, Any]:
-    """Installs every wheel in `folder` offline (see the module docstring);
-    returns the `install` record: `installed`, `failed` (names) and `seconds`."""
+def install(folder: Path, log, python: str = sys.executable) -> dict[str, Any]:
+    """Installs every wheel in `folder` offline into `python` (see the module
+    docstring), pip's output to the file `log`; returns the `install` record:
+    `installed`, `failed` (names) and `seconds`."""
     start = time.monotonic()
     wheels = sorted(folder.glob("*.whl"))
     last = [w for w in wheels if wheel_name(w) in INSTALL_LAST]
@@ -112,8 +113,8 @@ def install(folder: Path, log) -> dict[str, Any]:
     binary = [w for w in wheels if w not in pure and w not in last]
     failed = []
     for group in (pure, binary, last):
-        if group and not _pip(group, log):
-            failed += [wheel_name(w) for w in group if not _pip([w], log)]
+        if group and not _pip(group, log, python):
+            failed += [wheel_name(w) for w in group if not _pip([w], log, python)]
     return {
         "installed": sorted(wheel_name(w) for w in wheels if wheel_name(w) not in failed),
         "failed": sorted(failed),

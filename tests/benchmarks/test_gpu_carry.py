@@ -5,8 +5,9 @@ a clean virtual environment here has none of them, and `pip install
 --no-index` cannot fetch them. So the offline test is in two halves, both
 honest about what they show:
 
-1. every carried wheel installs offline (`pip install --no-index --no-deps`)
-   into a fresh Python 3.12 virtual environment (so each is a wheel for
+1. every carried wheel installs offline, by the suite's own install step
+   (`benchmarks.gpu._lease.install`: `pip install --no-index --no-deps`, the
+   pure-Python wheels first), into a fresh Python 3.12 virtual environment (so each is a wheel for
    CPython 3.12 on this x86-64 Linux), and every carried top-level module
    that needs nothing preinstalled imports there (pyzmq, ml-collections and
    the pure-Python requirements);
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu import carry
+from benchmarks.gpu import _lease, carry
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,20 +96,26 @@ def test_carry_folder_installs_offline_into_a_clean_python312(tmp_path):
         "3.12"
         in subprocess.run([python, "--version"], capture_output=True, text=True, check=True).stdout
     )
-    install = [python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
-    subprocess.run([*install, *map(str, wheels.values())], check=True)
+    # the suite's own install step (pure-Python wheels first, then the rest)
+    with open(tmp_path / "pip.txt", "w") as log:
+        record = _lease.install(dest, log, python=str(python))
+    assert record["failed"] == [], (tmp_path / "pip.txt").read_text()[-3000:]
+    assert set(record["installed"]) == names
     modules = [IMPORTS_ALONE[n] for n in names if n in IMPORTS_ALONE]
     assert {"zmq", "ml_collections", "requests"} <= set(modules)
     code = f"import importlib; [importlib.import_module(m) for m in {modules!r}]"
     done = subprocess.run([python, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
-    # the printed commands install by name from the folder, neuraloperator alone
-    speed, paper = carry.run_commands(".gpu-carry", wheels)
-    assert "--no-index --find-links .gpu-carry" in speed and "pyzmq" in speed
-    assert "--no-deps .gpu-carry/neuraloperator-2.0.0-py3-none-any.whl" in speed
-    assert speed.endswith("--part speed --out $OUT/speed")
-    assert paper.endswith("--part paper --out $OUT/paper")
+
+def test_carry_prints_one_lease_command_and_pins_what_it_needs():
+    assert carry.lease_command(".gpu-carry") == (
+        "PYTHONPATH=. python3 -m benchmarks.gpu --lease --carry .gpu-carry --out $OUT"
+    )
+    for requirement in carry.NEEDED:
+        assert "==" in requirement, requirement
+    # the pure-Python need the configs import comes first
+    assert carry.NEEDED[0].startswith("ml-collections==")
 
 
 def test_unmet_requirements_are_reported(tmp_path, monkeypatch):
