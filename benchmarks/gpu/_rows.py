@@ -404,6 +404,9 @@ ROWS = (
         ),
         needs_s=150,
         packages=("ml-collections",),
+        # the paired 5-seed comparison writes a record per seed; the first
+        # run's single seed is a partial result
+        complete=("seed",),
     ),
 )
 
