@@ -36,7 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks.insr import insr_common as common
+from experiments.tasks.insr.insr_plots import plot_errors, plot_profiles
 from sciml import insr
+from sciml.experiment import save_figure
 from solvers.advection import CentralCN, UpwindCN
 from solvers.stepping import rollout
 
@@ -81,34 +83,41 @@ def spectral_floor(integrator, problem, nodes: np.ndarray, dt: float, n_steps: i
     return np.concatenate([np.stack(fields), np.stack(fields)[:, :1]], axis=1)
 
 
-def train_and_evaluate(config, workdir) -> dict:
-    import matplotlib.pyplot as plt
+def values_on_nodes(fields, problem, nodes: np.ndarray, times) -> tuple[np.ndarray, np.ndarray]:
+    """`(n_steps + 1, n)` INSR values of the stacked `fields` and the exact solution on `nodes`."""
+    x = jnp.asarray(nodes)[:, None]
+    insr_values = np.asarray(jax.vmap(lambda f: jax.vmap(f)(x)[:, 0])(fields))
+    exact = np.asarray(
+        jax.vmap(lambda t: jax.vmap(lambda y: problem.exact(t, y))(x)[:, 0])(jnp.asarray(times))
+    )
+    return insr_values, exact
 
+
+def grid_baselines(config, problem, nodes: np.ndarray, n_steps: int) -> dict[str, np.ndarray]:
+    """`(n_steps + 1, n)` Crank–Nicolson solutions on `nodes`: upwind and central differences."""
+    p, dt = config.problem, float(config.problem.dt)
+    u0 = np.array(jax.vmap(problem.initial_condition)(jnp.asarray(nodes)[:, None])[:, 0])
+    if not problem.periodic:
+        u0[[0, -1]] = 0.0
+    grids = {}
+    for name, cls in (("grid_first_order", UpwindCN), ("grid_second_order", CentralCN)):
+        stepper = cls(nodes.size, p.lower, p.upper, p.velocity, dt=dt)
+        grids[name] = np.asarray(
+            jax.jit(rollout(stepper, n_steps, include_init=True))(jnp.asarray(u0)[None])
+        )[:, 0]
+    return grids
+
+
+def train_and_evaluate(config, workdir) -> dict:
     workdir = Path(workdir)
     with jax.enable_x64(bool(config.x64)):
         problem, field, integrator, initial = build(config)
         run = common.run_and_save_config(config, workdir, field, integrator, problem, initial)
-        sol, times, n_steps, dt = run.sol, run.times, run.n_steps, float(config.problem.dt)
-
-        p = config.problem
-        nodes = np.linspace(p.lower, p.upper, int(config.eval.n_nodes))
-        x = jnp.asarray(nodes)[:, None]
-        insr_values = np.asarray(
-            jax.vmap(lambda f: jax.vmap(f)(x)[:, 0])(sol.value)
-        )  # (n_steps + 1, n)
-        exact = np.asarray(
-            jax.vmap(lambda t: jax.vmap(lambda y: problem.exact(t, y))(x)[:, 0])(jnp.asarray(times))
-        )
+        times, n_steps, dt = run.times, run.n_steps, float(config.problem.dt)
+        nodes = np.linspace(config.problem.lower, config.problem.upper, int(config.eval.n_nodes))
+        insr_values, exact = values_on_nodes(run.sol.value, problem, nodes, times)
         floor_values = spectral_floor(integrator, problem, nodes, dt, n_steps)
-        u0 = np.array(jax.vmap(problem.initial_condition)(x)[:, 0])
-        if not problem.periodic:
-            u0[[0, -1]] = 0.0
-        grids = {}
-        for name, cls in (("grid_first_order", UpwindCN), ("grid_second_order", CentralCN)):
-            stepper = cls(nodes.size, p.lower, p.upper, p.velocity, dt=dt)
-            grids[name] = np.asarray(
-                jax.jit(rollout(stepper, n_steps, include_init=True))(jnp.asarray(u0)[None])
-            )[:, 0]
+        grids = grid_baselines(config, problem, nodes, n_steps)
 
     curves = {
         "INSR": mae_over_time(insr_values, exact),
@@ -120,22 +129,11 @@ def train_and_evaluate(config, workdir) -> dict:
     summary.update(common.run_summary(run, common.n_weights(field)))
     summary.update(final_error=float(curves["INSR"][-1]), grid_bytes=int(4 * nodes.size))
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, idx in enumerate(common.snapshot_steps(config, n_steps)):
-        color = f"C{i}"
-        ax.plot(nodes, exact[idx], color=color, lw=3, alpha=0.3)
-        ax.plot(nodes, insr_values[idx], color=color, lw=1, label=f"INSR t={times[idx]:.2f}")
-        ax.plot(nodes, grids["grid_first_order"][idx], color=color, ls=":", lw=1)
-    ax.set_xlabel("x")
-    ax.set_ylabel("u")
-    ax.set_title("INSR (solid), exact (thick), first-order grid (dotted)")
-    ax.legend(fontsize=7)
-    fig.savefig(workdir / "plots" / "fields.png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-
-    common.plot_errors(
-        workdir / "plots" / "errors.png", times, curves, ylabel="mean absolute error"
-    )
+    plots, steps = workdir / "plots", common.snapshot_steps(config, n_steps)
+    profiles = plot_profiles(nodes, times, steps, exact, insr_values, grids["grid_first_order"])
+    save_figure(profiles, plots / "fields.png", bbox_inches="tight")
+    errors = plot_errors(times, curves, ylabel="mean absolute error")
+    save_figure(errors, plots / "errors.png", bbox_inches="tight")
     return summary
 
 

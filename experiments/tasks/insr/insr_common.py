@@ -3,12 +3,11 @@ problem, its baselines and its plots: the checks of the `field`, `solver` and
 `initial` config blocks (each task's `validate_config` adds its own keys), the
 choice check of `build`, the SIREN field and the solvers of those blocks, the
 timed initial fit and integration (in checkpointed, resumable chunks with
-`long_run`) with the fields and times saved, the summary entries every task
-reports, and the error-over-time plot."""
+`long_run`) with the fields and times saved, and the summary entries every
+task reports (the plots are in `insr_plots`)."""
 
 from __future__ import annotations
 
-import itertools
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -241,21 +240,3 @@ def siren(config, n_in: int, n_out: int, key=None) -> insr.SIREN:
     return insr.SIREN(
         n_in, n_out, width=f.width, hidden_layers=f.hidden_layers, omega0=f.omega0, key=key
     )
-
-
-def plot_errors(path, times, curves: dict, *, ylabel: str, title=None, legend=None) -> None:
-    """Each error curve of `curves` (`{label: (n_steps + 1,)}`) over `times[1:]`,
-    log scale, saved to `path`; `legend`: keyword arguments of `ax.legend`."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    # curves that coincide (the floor and a fine grid) stay apart by their styles
-    for label, curve, style in zip(curves, curves.values(), itertools.cycle(("-", "--", "-", ":"))):
-        ax.semilogy(times[1:], np.maximum(curve[1:], 1e-16), style, label=label)
-    ax.set_xlabel("t")
-    ax.set_ylabel(ylabel)
-    if title is not None:
-        ax.set_title(title)
-    ax.legend(fontsize=7, **(legend or {}))
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)

@@ -49,7 +49,9 @@ import numpy as np
 import optimistix as optx
 
 from experiments.tasks.insr import insr_common as common
+from experiments.tasks.insr.insr_plots import plot_deformed, plot_energy
 from sciml import insr
+from sciml.experiment import save_figure
 from sciml.solution import RESULTS
 from solvers.mesh_fields import fix_nodes, interpolate, p1_field, p2_field, quadrature_points
 
@@ -250,9 +252,73 @@ def scene_error(problem, scene: str, fields, x, dt: float, n_steps: int) -> floa
     return None
 
 
-def train_and_evaluate(config, workdir) -> dict:
-    import matplotlib.pyplot as plt
+def run_references(config, workdir, problem, integrator, n_params: int, dt, t1, key):
+    """The floor (an exact representation; none for the floor scene) and the P1 / P2
+    meshes of about `n_params` unknowns, each integrated like INSR; returns the
+    references' solutions and the two meshes."""
+    scene = config.problem.scene
+    references = {}
+    if scene != "floor":
+        references["floor"] = common.integrate_steps(
+            exact_field(problem, scene),
+            integrator,
+            problem,
+            dt,
+            t1,
+            key,
+            **common.long_run(config, workdir, "floor"),
+        )
+    # with `exact_boundary` the meshes hold their constrained face nodes
+    # at zero (exact, as finite elements do), else the penalty of the paper
+    mesh_problem = problem
+    if not problem.exact_boundary:
+        mesh_problem = insr.Elasticity2D.scene(
+            scene, **({"ramp_time": t1} if scene == "stretch" else {})
+        )
+    meshes = {
+        "grid_first_order": p1_field(problem, int(n_params)),
+        "grid_second_order": p2_field(problem, int(n_params)),
+    }
+    for name, mesh in meshes.items():
+        if scene == "column":  # the initial condition at the nodes
+            mesh = interpolate(mesh, problem.initial_condition)
+        if problem.exact_boundary:
+            mesh = fix_nodes(mesh, problem.constraints)
+        references[name] = common.integrate_steps(
+            mesh,
+            mesh_stepper(config, integrator, mesh),
+            mesh_problem,
+            dt,
+            t1,
+            key,
+            **common.long_run(config, workdir, name),
+        )
+    return references, meshes
 
+
+def error_summary(problem, scene: str, sol, references: dict, meshes: dict, x, dt, n_steps):
+    """`error`, the step checks, the references' failed steps and errors, and a note."""
+    summary = {"error": scene_error(problem, scene, sol.value, x, dt, n_steps)}
+    summary.update(step_checks(sol))
+    for name in ("grid_first_order", "grid_second_order"):
+        summary[f"{name}_failed_steps"] = int(references[name].stats["num_failed_steps"])
+    for name in ("floor", "grid_first_order", "grid_second_order"):
+        ref = references.get(name)
+        summary[name] = (
+            None if ref is None else scene_error(problem, scene, ref.value, x, dt, n_steps)
+        )
+    summary["note"] = (
+        "error: vs the scene's analytic answer (free_fall: mean displacement; stretch: "
+        "lambda_2; column: energy ratio; floor scene: none). floor: the same integrator with "
+        "an exact representation. grid_first_order / grid_second_order: P1 / P2 triangles "
+        f"with {meshes['grid_first_order'].values.size} / "
+        f"{meshes['grid_second_order'].values.size} nodal unknowns and the same integrator "
+        "and sampling."
+    )
+    return summary
+
+
+def train_and_evaluate(config, workdir) -> dict:
     workdir = Path(workdir)
     scene = config.problem.scene
     with jax.enable_x64(bool(config.x64)):
@@ -270,63 +336,12 @@ def train_and_evaluate(config, workdir) -> dict:
             **common.long_run(config, workdir),  # checkpointed, resumable chunks
         )
         sol, times, n_steps = run.sol, run.times, run.n_steps
-
         x = grid_points(problem, int(config.eval.n_grid))
         n_params = common.n_weights(field)
-        references = {}
-        if scene != "floor":
-            references["floor"] = common.integrate_steps(
-                exact_field(problem, scene),
-                integrator,
-                problem,
-                dt,
-                t1,
-                key_ref,
-                **common.long_run(config, workdir, "floor"),
-            )
-        # with `exact_boundary` the meshes hold their constrained face nodes
-        # at zero (exact, as finite elements do), else the penalty of the paper
-        mesh_problem = problem
-        if not problem.exact_boundary:
-            mesh_problem = insr.Elasticity2D.scene(
-                scene, **({"ramp_time": t1} if scene == "stretch" else {})
-            )
-        meshes = {
-            "grid_first_order": p1_field(problem, int(n_params)),
-            "grid_second_order": p2_field(problem, int(n_params)),
-        }
-        for name, mesh in meshes.items():
-            if scene == "column":  # the initial condition at the nodes
-                mesh = interpolate(mesh, problem.initial_condition)
-            if problem.exact_boundary:
-                mesh = fix_nodes(mesh, problem.constraints)
-            references[name] = common.integrate_steps(
-                mesh,
-                mesh_stepper(config, integrator, mesh),
-                mesh_problem,
-                dt,
-                t1,
-                key_ref,
-                **common.long_run(config, workdir, name),
-            )
-
-        summary = {"error": scene_error(problem, scene, sol.value, x, dt, n_steps)}
-        summary.update(step_checks(sol))
-        for name in ("grid_first_order", "grid_second_order"):
-            summary[f"{name}_failed_steps"] = int(references[name].stats["num_failed_steps"])
-        for name in ("floor", "grid_first_order", "grid_second_order"):
-            ref = references.get(name)
-            summary[name] = (
-                None if ref is None else scene_error(problem, scene, ref.value, x, dt, n_steps)
-            )
-        summary["note"] = (
-            "error: vs the scene's analytic answer (free_fall: mean displacement; stretch: "
-            "lambda_2; column: energy ratio; floor scene: none). floor: the same integrator with "
-            "an exact representation. grid_first_order / grid_second_order: P1 / P2 triangles "
-            f"with {meshes['grid_first_order'].values.size} / "
-            f"{meshes['grid_second_order'].values.size} nodal unknowns and the same integrator "
-            "and sampling."
+        references, meshes = run_references(
+            config, workdir, problem, integrator, n_params, dt, t1, key_ref
         )
+        summary = error_summary(problem, scene, sol, references, meshes, x, dt, n_steps)
         energy = energies(problem, sol.value, x, dt)
         ref_energy = {k: energies(problem, r.value, x, dt)["total"] for k, r in references.items()}
         u_plot = displacements(sol.value, x)
@@ -342,50 +357,13 @@ def train_and_evaluate(config, workdir) -> dict:
         else None,
     )
 
-    n = int(config.eval.n_grid)
-    picks = common.snapshot_steps(config, n_steps)
-    ref_x = np.asarray(x).reshape(n, n, 2)
-    deformed = np.asarray(x)[None] + u_plot[picks]
-    extent = deformed.max(axis=(0, 1)) - deformed.min(axis=(0, 1))
-    height = 3.2 * float(np.clip(extent[1] / extent[0], 0.25, 2.0))  # panels as tall as the body
-    fig, axes = plt.subplots(
-        1, len(picks), figsize=(3.2 * len(picks), height + 0.9), squeeze=False, layout="constrained"
-    )
-    for ax, idx in zip(axes[0], picks):
-        q = (np.asarray(x) + u_plot[idx]).reshape(n, n, 2)
-        step = max(1, n // 16)
-        for k in range(0, n, step):
-            ax.plot(q[k, :, 0], q[k, :, 1], "C0", lw=0.6)
-            ax.plot(q[:, k, 0], q[:, k, 1], "C0", lw=0.6)
-        ax.plot(*_outline(ref_x), "k--", lw=0.8, label="reference")
-        ax.plot(*_outline(q), "C0", lw=1.5, label="INSR")
-        if problem.floor is not None:
-            ax.axhline(problem.floor, color="C3", lw=1.5, label="floor")
-        ax.set_aspect("equal")
-        ax.set_title(f"t = {times[idx]:.2f}")
-    axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"{scene}: deformed body (SIREN, {n_params} weights)")
-    fig.savefig(workdir / "plots" / "deformed.png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for label, curve in energy.items():
-        ax.plot(times, curve, label=f"INSR {label}", lw=2 if label == "total" else 1)
-    for label, curve in ref_energy.items():
-        ax.plot(times, curve, ls="--", label=f"{label.replace('_', ' ')} total")
-    ax.set_xlabel("t")
-    ax.set_ylabel("energy (mean per sample)")
-    ax.set_title(f"{scene}: energy")
-    ax.legend(fontsize=7)
-    fig.savefig(workdir / "plots" / "energy.png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    plots, steps = workdir / "plots", common.snapshot_steps(config, n_steps)
+    title = f"{scene}: deformed body (SIREN, {n_params} weights)"
+    deformed = plot_deformed(x, u_plot, times, steps, floor=problem.floor, title=title)
+    save_figure(deformed[0, 0], plots / "deformed.png", bbox_inches="tight")
+    energy_ax = plot_energy(times, energy, ref_energy, title=f"{scene}: energy")
+    save_figure(energy_ax, plots / "energy.png", bbox_inches="tight")
     return summary
-
-
-def _outline(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The boundary polygon of an `(n, n, 2)` grid of (cell-midpoint) positions."""
-    ring = np.concatenate([q[:, 0], q[-1, 1:], q[-2::-1, -1], q[0, -2::-1]])
-    return ring[:, 0], ring[:, 1]
 
 
 def validate_config(config) -> None:

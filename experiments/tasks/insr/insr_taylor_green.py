@@ -44,7 +44,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks.insr import insr_common as common
+from experiments.tasks.insr.insr_plots import plot_errors, plot_vorticity
 from sciml import insr
+from sciml.experiment import save_figure
 from solvers.semi_lagrangian import SemiLagrangian, periodic_grid
 from solvers.stepping import rollout
 
@@ -99,46 +101,40 @@ def mse_over_time(values: np.ndarray, exact: np.ndarray) -> np.ndarray:
     return np.mean((values - exact) ** 2, axis=(1, 2, 3))
 
 
-def vorticity(u: np.ndarray) -> np.ndarray:
-    """`∂ₓu_y − ∂_y u_x` `(n, n)` of a periodic `(2, n, n)` field (spectral)."""
-    n = u.shape[-1]
-    k = np.fft.fftfreq(n, 1.0 / n)
-    kx, ky = np.meshgrid(k, k, indexing="ij")
-    return np.fft.ifft2(1j * kx * np.fft.fft2(u[1]) - 1j * ky * np.fft.fft2(u[0])).real
+def velocity_on_grid(fields, problem, n: int) -> np.ndarray:
+    """`(T, 2, n, n)` velocities of the stacked `fields` on the periodic grid (physical units)."""
+    nodes = jnp.asarray(periodic_grid(n)).reshape(2, -1).T / problem.length - 1
+    # network units -> physical: u = L U
+    values = problem.length * np.asarray(jax.vmap(lambda f: jax.vmap(f)(nodes))(fields))
+    return np.moveaxis(values, -1, 1).reshape(values.shape[0], 2, n, n)  # from (T, n², 2)
+
+
+def error_curves(config, insr_values: np.ndarray, times: np.ndarray, n_steps: int) -> dict:
+    """MSE over time of INSR, the fine-grid floor and the two grid baselines."""
+    n, nf = int(config.eval.n_nodes), int(config.eval.floor_nodes)
+    dt, nu = float(config.problem.dt), float(config.problem.viscosity)
+    exact = exact_velocity(n, times, nu)
+    floor = grid_run(nf, 3, dt, n_steps, nu)
+    return {
+        "INSR": mse_over_time(insr_values, exact),
+        f"floor (cubic SL {nf}²)": mse_over_time(floor, exact_velocity(nf, times, nu)),
+        f"grid 1st order (bilinear SL {n}²)": mse_over_time(grid_run(n, 1, dt, n_steps, nu), exact),
+        f"grid 2nd order (cubic SL {n}²)": mse_over_time(grid_run(n, 3, dt, n_steps, nu), exact),
+    }
 
 
 def train_and_evaluate(config, workdir) -> dict:
-    import matplotlib.pyplot as plt
-
     workdir = Path(workdir)
     with jax.enable_x64(bool(config.x64)):
         problem, field, integrator, initial = build(config)
         run = common.run_and_save_config(config, workdir, field, integrator, problem, initial)
         sol, times, n_steps = run.sol, run.times, run.n_steps
-        dt, nu = float(config.problem.dt), float(config.problem.viscosity)
         eqx.tree_serialise_leaves(workdir / "pressure.eqx", sol.stats["state"])
-
         n = int(config.eval.n_nodes)
-        nodes = jnp.asarray(periodic_grid(n)).reshape(2, -1).T / problem.length - 1
-        # network units -> physical: u = L U
-        insr_values = problem.length * np.asarray(
-            jax.vmap(lambda f: jax.vmap(f)(nodes))(sol.value)
-        )  # (T, n², 2)
-        insr_values = np.moveaxis(insr_values, -1, 1).reshape(len(times), 2, n, n)
-        exact = exact_velocity(n, times, nu)
-        grids = {
-            "first": grid_run(n, 1, dt, n_steps, nu),
-            "second": grid_run(n, 3, dt, n_steps, nu),
-        }
-        nf = int(config.eval.floor_nodes)
-        floor = mse_over_time(grid_run(nf, 3, dt, n_steps, nu), exact_velocity(nf, times, nu))
+        insr_values = velocity_on_grid(sol.value, problem, n)
+        exact = exact_velocity(n, times, float(config.problem.viscosity))
+        curves = error_curves(config, insr_values, times, n_steps)
 
-    curves = {
-        "INSR": mse_over_time(insr_values, exact),
-        f"floor (cubic SL {nf}²)": floor,
-        f"grid 1st order (bilinear SL {n}²)": mse_over_time(grids["first"], exact),
-        f"grid 2nd order (cubic SL {n}²)": mse_over_time(grids["second"], exact),
-    }
     summary = common.method_errors(curves)
     summary.update(common.run_summary(run, common.n_weights((field, integrator.pressure))))
     energy = 0.5 * np.mean(np.sum(insr_values[-1] ** 2, axis=0)) * (2 * math.pi) ** 2
@@ -154,40 +150,17 @@ def train_and_evaluate(config, workdir) -> dict:
         },
     )
 
-    picks = common.snapshot_steps(config, n_steps)
-    fig, axes = plt.subplots(3, len(picks), figsize=(3.2 * len(picks), 8.4), squeeze=False)
-    extent = (0, 2 * math.pi, 0, 2 * math.pi)
-    for col, idx in enumerate(picks):
-        w_insr, w_exact = vorticity(insr_values[idx]), vorticity(exact[idx])
-        limit = np.abs(w_exact).max()
-        for row, (w, label, lim) in enumerate(
-            (
-                (w_insr, "INSR", limit),
-                (w_exact, "exact", limit),
-                (w_insr - w_exact, "INSR − exact", max(np.abs(w_insr - w_exact).max(), 1e-12)),
-            )
-        ):
-            ax = axes[row, col]
-            image = ax.imshow(
-                w.T, origin="lower", extent=extent, cmap="RdBu_r", vmin=-lim, vmax=lim
-            )
-            ax.set_title(f"{label}, t = {times[idx]:.2f}", fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    fig.suptitle("vorticity ∂ₓu_y − ∂_y u_x")
-    fig.tight_layout()
-    fig.savefig(workdir / "plots" / "fields.png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-    common.plot_errors(
-        workdir / "plots" / "errors.png",
+    plots, steps = workdir / "plots", common.snapshot_steps(config, n_steps)
+    fields = plot_vorticity(times, steps, insr_values, exact)
+    save_figure(fields[0, 0], plots / "fields.png", dpi=110, bbox_inches="tight")
+    errors = plot_errors(
         times,
         curves,
         ylabel="velocity MSE per component ([0, 2π] units)",
         title="Taylor–Green: error over time",
         legend={"loc": "upper left", "bbox_to_anchor": (1.01, 1)},
     )
+    save_figure(errors, plots / "errors.png", bbox_inches="tight")
     return summary
 
 
