@@ -304,9 +304,11 @@ ROWS = (
         "benchmarks.gpu._speed:online_ingestion",
         90,
         150,
-        "online training: heat solvers (CPU processes) stream into the trainer on the device",
+        "online training: 1, 4 and 14 heat-solver processes (CPU) stream into the trainer on "
+        "the device: samples/s and the trainer's wait fraction",
         "-",
         (
+            "concurrency",
             "samples_received",
             "samples_per_s",
             "steps",
@@ -314,9 +316,11 @@ ROWS = (
             "wait_fraction",
             "runs_done",
             "runs_failed",
+            "note",
         ),
         needs_s=30,
         packages=("ml-collections", "pyzmq"),
+        complete=("concurrency",),
     ),
     Row(
         "dcdm_solve",
