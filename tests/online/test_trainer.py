@@ -45,7 +45,7 @@ def loss_fn(model, batch, key):
     return jnp.mean((pred - u[:, 1, 0, :1]) ** 2), {"mismatch": mismatch}
 
 
-def train(study, workdir, buffer=None, steps=1000, evaluate=None, **settings):
+def train(study, workdir, buffer=None, steps=1000, evaluate=None, launcher=None, **settings):
     model = eqx.nn.Linear(48, 1, key=jax.random.key(0))
     return train_online(
         study,
@@ -58,6 +58,7 @@ def train(study, workdir, buffer=None, steps=1000, evaluate=None, **settings):
         settings=TrainSettings(
             steps=steps, workdir=workdir, progress=False, log_every=1, **settings
         ),
+        launcher=launcher,
         evaluate=evaluate,
     )
 
