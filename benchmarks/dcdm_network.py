@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 from benchmarks._common import emit, environment  # noqa: E402
 from benchmarks.tfno_parts import _top, op_seconds  # noqa: E402
 from sciml.dcdm import (  # noqa: E402
+    DCDM,
     IncompleteCholesky,
     PrecisionWarning,
     avg_pool2,
@@ -94,7 +95,7 @@ def _directions(net, labels):
 def _fixed_steps(labels, b, direction, steps):
     """The solve running exactly `steps` iterations, compiled for `b`."""
     op = PoissonOperator(labels)
-    run = jax.jit(lambda b: solve(op, b, direction, rtol=1e-30, max_steps=steps, throw=False))
+    run = jax.jit(lambda b: solve(op, b, direction, DCDM(rtol=1e-30, max_steps=steps), throw=False))
     with warnings.catch_warnings():  # rtol below float64 on purpose: run every step
         warnings.simplefilter("ignore", PrecisionWarning)
         return run.lower(b).compile()

@@ -49,9 +49,8 @@ from solvers.poisson import (  # noqa: E402
 # serves any grid size. Here a
 # scene it never saw, at 128²: three lines. The settings of the iteration
 # (tolerance, step cap, how many earlier directions each new one is made
-# A-orthogonal to) are a `dcdm.DCDM` module, built and checked once; `solve`
-# also takes them as keywords (`dcdm.solve(op, b, f, rtol=1e-6,
-# max_steps=1000)` is the same solve).
+# A-orthogonal to) are a `dcdm.DCDM` module, built and checked once, the only
+# way to give them to `solve`.
 
 # %%
 scene = make_scene(128, seed=7, n_obstacles=4, free_surface=True)

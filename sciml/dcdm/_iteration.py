@@ -28,6 +28,12 @@ state, one step, the result); [`solve`][sciml.dcdm.solve] and the lineax
 solver [`DCDM`][sciml.dcdm.DCDM] put them together. `settings` below is a
 `DCDM` (any object with its fields `rtol`, `atol`, `max_steps`,
 `n_orthogonal`, `refresh_every`), already validated.
+
+How the loop ends travels in its state as a `RESULTS` item, as in
+optimistix's `iterative_solve`: `successful` while it runs, the first failure
+of a step combined in with `RESULTS.where`, and `converged` saying the
+tolerance was met; a loop that stops still `successful` but not converged
+ran out of steps (`max_steps_reached`).
 """
 
 from __future__ import annotations
@@ -46,18 +52,6 @@ from jaxtyping import Array, ArrayLike, Shaped
 from ..solution import RESULTS
 
 
-# the loop's status codes
-RUNNING, CONVERGED, BREAKDOWN, NONFINITE, INDEFINITE, BAD_DIRECTION = range(6)
-
-# what each status code reports (a running loop at the end: the step cap)
-_RESULTS = (
-    (CONVERGED, RESULTS.successful),
-    (BREAKDOWN, RESULTS.breakdown),
-    (NONFINITE, RESULTS.nonfinite),
-    (INDEFINITE, RESULTS.not_positive_definite),
-    (BAD_DIRECTION, RESULTS.nonfinite_direction),
-)
-
 INCONSISTENT = ("project", "raise")
 
 
@@ -72,7 +66,8 @@ class State(NamedTuple):
     AP: Array  # (m, *grid): their products with A
     pAp: Array  # (m,): their pᵀAp (0 in empty slots and after a breakdown)
     history: Array  # (max_steps + 1,): ‖r_k‖₂ for k = 0..k, NaN after
-    status: Array  # (): one of the status codes above
+    converged: Array  # (): bool, the true residual met the tolerance
+    result: RESULTS  # `successful` unless a step failed (or the input is not finite)
 
 
 def _dot(u: Array, v: Array) -> Array:
@@ -145,7 +140,8 @@ def initial_state(
     b: Shaped[Array, "*grid"], x0: Shaped[Array, "*grid"], Ax0: Shaped[Array, "*grid"], settings
 ) -> tuple[State, Array]:
     """The state before the first step, and the tolerance on `‖r‖₂`:
-    `max(atol, rtol·‖r₀‖₂)`. Already converged if `‖r₀‖₂` meets it."""
+    `max(atol, rtol·‖r₀‖₂)`. Already converged if `‖r₀‖₂` meets it; already
+    failed (`nonfinite_input`) if `b` or `x0` holds NaN or Inf."""
     dtype = b.dtype
     r0 = b - Ax0
     r0_norm = jnp.linalg.norm(r0)
@@ -162,7 +158,12 @@ def initial_state(
         AP=jnp.zeros((m, *b.shape), dtype),
         pAp=jnp.zeros((m,), dtype),
         history=jnp.full((settings.max_steps + 1,), jnp.nan, dtype).at[0].set(r0_norm),
-        status=jnp.where(r0_norm <= tol, CONVERGED, RUNNING),
+        converged=r0_norm <= tol,
+        result=RESULTS.where(
+            jnp.all(jnp.isfinite(b)) & jnp.all(jnp.isfinite(x0)),
+            RESULTS.successful,
+            RESULTS.nonfinite_input,
+        ),
     )
     return state, tol
 
@@ -238,8 +239,9 @@ def step(
     settings,
 ) -> State:
     """One step: direction, A-orthogonalisation, line search, update, the
-    residual check, and the status it leaves (a failure is named, see the
-    status codes)."""
+    residual check, and the result it leaves: a non-finite residual or `pᵀAp`
+    first, then convergence, then a bad direction, an operator that is not
+    positive definite, a breakdown."""
     k, x, r = state.k, state.x, state.r
     q, bad_direction = search_direction(direction_fn, r, state.r_norm, b.dtype)
     p = orthogonalise(q, state.P, state.AP, state.pAp) if settings.n_orthogonal else q
@@ -250,12 +252,19 @@ def step(
     r = r - alpha * Ap
     r, r_norm = checked_residual(apply_A, b, x, r, k, tol, settings.refresh_every)
     finite = jnp.isfinite(r_norm) & jnp.isfinite(pAp)
-    failed = jnp.where(
+    converged = finite & (r_norm <= tol)
+    failed = RESULTS.where(
         bad_direction,
-        BAD_DIRECTION,
-        jnp.where(indefinite, INDEFINITE, jnp.where(breakdown, BREAKDOWN, RUNNING)),
+        RESULTS.nonfinite_direction,
+        RESULTS.where(
+            indefinite,
+            RESULTS.not_positive_definite,
+            RESULTS.where(breakdown, RESULTS.breakdown, RESULTS.successful),
+        ),
     )
-    status = jnp.where(~finite, NONFINITE, jnp.where(r_norm <= tol, CONVERGED, failed))
+    result = RESULTS.where(
+        finite, RESULTS.where(converged, RESULTS.successful, failed), RESULTS.nonfinite
+    )
     slot = k % state.P.shape[0]
     return State(
         k=k + 1,
@@ -266,16 +275,9 @@ def step(
         AP=state.AP.at[slot].set(Ap),
         pAp=state.pAp.at[slot].set(jnp.where(breakdown, 0, pAp)),
         history=state.history.at[k + 1].set(r_norm),
-        status=status,
+        converged=converged,
+        result=result,
     )
-
-
-def result_of(status: Array, finite_input: Array) -> RESULTS:
-    """The `RESULTS` item of a final status code (`nonfinite_input` first)."""
-    result = RESULTS.max_steps_reached
-    for code, named in reversed(_RESULTS):
-        result = RESULTS.where(status == code, named, result)
-    return RESULTS.where(~finite_input, RESULTS.nonfinite_input, result)
 
 
 def iterate(
@@ -290,26 +292,30 @@ def iterate(
     `residual_norm` (the true `‖b − A x‖₂`) and `residual_history`
     (`(max_steps + 1,)`)."""
     Ax0 = check_callables(apply_A, direction_fn, b, x0)
-    finite_input = jnp.all(jnp.isfinite(b)) & jnp.all(jnp.isfinite(x0))
     init, tol = initial_state(b, x0, Ax0, settings)
 
     def cond(state):
-        return (state.status == RUNNING) & (state.k < settings.max_steps) & finite_input
+        running = ~state.converged & (state.result == RESULTS.successful)
+        return running & (state.k < settings.max_steps)
 
     final = lax.while_loop(
         cond, lambda state: step(state, apply_A, b, direction_fn, tol, settings), init
     )
     # Converged: `r_norm` is already the true residual; otherwise it may be the
     # recurrence's, which drifts from `b − A x` in floating point.
-    residual_norm = jnp.where(
-        final.status == CONVERGED, final.r_norm, true_residual(apply_A, b, final.x)[1]
+    residual_norm = jnp.where(final.converged, final.r_norm, true_residual(apply_A, b, final.x)[1])
+    # still `successful` but not converged: the loop ran out of steps
+    result = RESULTS.where(
+        (final.result == RESULTS.successful) & ~final.converged,
+        RESULTS.max_steps_reached,
+        final.result,
     )
     stats = {
         "num_steps": final.k,
         "residual_norm": residual_norm,
         "residual_history": final.history,
     }
-    return final.x, result_of(final.status, finite_input), stats
+    return final.x, result, stats
 
 
 def make_consistent(b: Array, null_space: ArrayLike, inconsistent: str) -> tuple[Array, Array]:

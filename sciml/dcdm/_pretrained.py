@@ -55,7 +55,8 @@ def pretrained(name: str = "poisson2d") -> MultilevelDCDMNet:
 
     fluid = jnp.ones((64, 64))  # 1 at the unknowns, 0 at solid and air cells
     f = sciml.dcdm.direction_fn(sciml.dcdm.pretrained("poisson2d"), fluid)
-    sol = sciml.dcdm.solve(poisson, jnp.ones((64, 64)), f, rtol=1e-6, max_steps=1000)
+    solver = sciml.dcdm.DCDM(rtol=1e-6, max_steps=1000)
+    sol = sciml.dcdm.solve(poisson, jnp.ones((64, 64)), f, solver)
     print(sol.stats["num_steps"])
     ```
 

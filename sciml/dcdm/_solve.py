@@ -7,6 +7,8 @@ the loop, and the error a failed solve raises with `throw=True`.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -16,20 +18,36 @@ from jaxtyping import Array, ArrayLike, Float, Shaped
 from ..solution import RESULTS, Solution, make_solution
 from ._iteration import INCONSISTENT, check_inputs, iterate, make_consistent
 from ._precision import check_tolerance, failure_messages
-from ._solver import settings_from
+from ._solver import DCDM, settings_keywords_error
 
 
+def _refuses_settings_as_keywords(solve):
+    """`solve` as it is, except that a keyword it does not take is a `TypeError`
+    showing the call with a `DCDM` (the settings are no keywords of `solve`)."""
+    arguments = inspect.signature(solve).parameters
+
+    @functools.wraps(solve)
+    def wrapper(*args, **kwargs):
+        unknown = {name: value for name, value in kwargs.items() if name not in arguments}
+        if unknown:
+            call = "solve(apply_A, b, direction_fn, {})"
+            raise settings_keywords_error("sciml.dcdm.solve", call, unknown)
+        return solve(*args, **kwargs)
+
+    return wrapper
+
+
+@_refuses_settings_as_keywords
 def solve(
     apply_A: Callable[[Array], Array],
     b: Shaped[Array, "*grid"],
     direction_fn: Callable[[Array], Array],
-    solver: Any = None,  # DCDM | None: checked by settings_from, with a message that names the fix
+    solver: Any = None,  # DCDM | None: checked below, with a message that names the fix
     *,
     x0: Float[Array, "..."] | None = None,
     null_space: ArrayLike | None = None,
     inconsistent: str = "project",
     throw: bool = True,
-    **settings: Any,
 ) -> Solution:
     r"""Solves `apply_A(x) = b` by the deep conjugate direction method.
 
@@ -37,8 +55,8 @@ def solve(
     (relative to the **initial** residual `r₀ = b − A x₀`, as in the paper), or
     after `max_steps` steps: the settings of a [`DCDM`][sciml.dcdm.DCDM] module,
     `solve(apply_A, b, f, DCDM(rtol=1e-6, max_steps=1000))` (checked once when
-    built, reusable), or the same settings as keywords,
-    `solve(apply_A, b, f, rtol=1e-6, max_steps=1000)` (the same solve).
+    built, reusable). Settings given as keywords (`rtol=1e-6`) are a
+    `TypeError` that shows this call.
 
     **Arguments:**
 
@@ -56,9 +74,6 @@ def solve(
       network serves a float64 outer loop.
     - `solver`: the settings, a [`DCDM`][sciml.dcdm.DCDM] (`rtol`, `atol`,
       `max_steps`, `n_orthogonal`, `refresh_every`); default `DCDM()`.
-    - `**settings`: or the same settings as keywords (`rtol=1e-6,
-      max_steps=1000`), not both; a misspelt name is a `TypeError` that names
-      the closest setting.
     - `x0`: the initial guess (default zeros).
     - `null_space`: for a singular `A`, a basis of its null space, shape
       `(k, *b.shape)` (e.g. `solvers.poisson.null_space(labels)`: one
@@ -88,7 +103,12 @@ def solve(
     NaN after), and with `null_space` also `inconsistency`. With a projected
     `b`, residuals and the stopping rule refer to the projected system.
     """
-    solver = settings_from(solver, settings, direction_fn)
+    solver = DCDM() if solver is None else solver
+    if not isinstance(solver, DCDM):
+        raise TypeError(
+            f"`solver` must be a sciml.dcdm.DCDM (e.g. DCDM(rtol=1e-6, max_steps=500)) or None, "
+            f"got {type(solver).__name__}."
+        )
     if inconsistent not in INCONSISTENT:
         raise ValueError(f"`inconsistent` must be 'project' or 'raise', got {inconsistent!r}.")
     b, x0 = check_inputs(b, x0)

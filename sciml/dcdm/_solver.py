@@ -2,30 +2,25 @@
 
 One object holds how the iteration runs (tolerances, step cap, how many
 previous directions each new one is made A-orthogonal to, how often the
-residual is recomputed), checked once when it is built. Pass it to
-[`solve`][sciml.dcdm.solve] (`solve(apply_A, b, f, DCDM(rtol=1e-8))`) or, with
-the direction generator inside, to lineax
-(`lx.linear_solve(operator, b, DCDM(f, rtol=1e-8))`): the same iteration
-either way, as lineax's `CG(rtol, atol)` is passed to `linear_solve`.
-
-`solve` also accepts the settings as keywords (`solve(apply_A, b, f, rtol=1e-8)`):
-`settings_from` builds the module from them, with a did-you-mean error for a
-misspelt name.
+residual is recomputed), checked once when it is built, and nothing else: the
+problem travels beside it. Pass it to [`solve`][sciml.dcdm.solve]
+(`solve(apply_A, b, f, DCDM(rtol=1e-8))`) or to lineax with the direction
+generator in `options`
+(`lx.linear_solve(operator, b, DCDM(rtol=1e-8), options={"direction_fn": f})`,
+as lineax's `CG` reads `options["preconditioner"]`): the same iteration
+either way.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import numbers
-from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax
 import lineax as lx
 import numpy as np
-from jaxtyping import Array
 
 from .._checks import check_positive_int
 from ..solution import RESULTS
@@ -90,9 +85,6 @@ class DCDM(lx.AbstractLinearSolver):
 
     **Arguments:**
 
-    - `direction_fn`: the direction generator, for `lx.linear_solve` only
-      (lineax passes no other way to give it); leave it out for
-      [`solve`][sciml.dcdm.solve], which takes the generator as an argument.
     - `rtol`, `atol`: the stopping rule above (`>= 0`, finite, not both 0).
       An `rtol` below what the dtype of `b` can reach (`100 ε`: 1.2e-5 in
       float32) with `atol=0` warns at the start of a solve (a
@@ -127,12 +119,15 @@ class DCDM(lx.AbstractLinearSolver):
     op = lx.FunctionLinearOperator(
         apply_A, jax.ShapeDtypeStruct(b.shape, b.dtype), lx.positive_semidefinite_tag
     )
-    lx_sol = lx.linear_solve(op, b, DCDM(direction, rtol=1e-6, max_steps=500))
+    lx_sol = lx.linear_solve(
+        op, b, DCDM(rtol=1e-6, max_steps=500), options={"direction_fn": direction}
+    )
     ```
 
     As a lineax solver the operator must be symmetric positive
     (semi-)definite with one array as input and output (a grid, any shape);
-    `options={"y0": x0}` sets the initial guess, and gradients through the
+    `options` holds the direction generator, `{"direction_fn": f}`
+    (required), and optionally the initial guess, `"y0": x0`; and gradients through the
     solve are another DCDM solve (the operator is symmetric). `stats` hold
     `num_steps`, `residual_norm` and `residual_history` as in `solve`.
     lineax's results cannot carry ours: a `nonfinite` iteration, an operator
@@ -140,21 +135,26 @@ class DCDM(lx.AbstractLinearSolver):
     reported as lineax's `breakdown`; call `solve` for the named cause.
     """
 
-    # `direction_fn`, `rtol` and `atol` are checked in __check_init__, with messages that
-    # name them (a Callable / float annotation would be checked first, less clearly)
-    direction_fn: Any = None
+    # `rtol` and `atol` are checked in __check_init__, with messages that name them (a
+    # float annotation would be checked first, less clearly)
     rtol: Any = eqx.field(static=True, default=1e-6, converter=_as_float)
     atol: Any = eqx.field(static=True, default=0.0, converter=_as_float)
     max_steps: int = eqx.field(static=True, default=100)
     n_orthogonal: int = eqx.field(static=True, default=2)
     refresh_every: int | None = eqx.field(static=True, default=None)
 
-    def __check_init__(self):
-        if self.direction_fn is not None and not callable(self.direction_fn):
+    def __new__(cls, *args: Any, **kwargs: Any):
+        # the direction generator where it used to go: DCDM(f, ...), DCDM(direction_fn=f)
+        if "direction_fn" in kwargs or (args and callable(args[0])):
             raise TypeError(
-                "`direction_fn` must be a function r -> q (a trained network bound with "
-                f"sciml.dcdm.direction_fn, or a preconditioner) or None, got {self.direction_fn!r}."
+                "DCDM holds settings only; the direction generator travels beside it: "
+                "solve(apply_A, b, direction_fn, DCDM(rtol=...)), or "
+                "lx.linear_solve(operator, b, DCDM(rtol=...), options={'direction_fn': "
+                "direction_fn})."
             )
+        return super().__new__(cls)
+
+    def __check_init__(self):
         _check_tolerances(self.rtol, self.atol)
         check_positive_int("max_steps", self.max_steps)
         check_positive_int("refresh_every", self.refresh_every, allow_none=True)
@@ -163,10 +163,12 @@ class DCDM(lx.AbstractLinearSolver):
             raise ValueError(f"`n_orthogonal` must be an integer >= 0, got {n_orthogonal!r}.")
 
     def init(self, operator: lx.AbstractLinearOperator, options: dict[str, Any]):
-        del options
-        if self.direction_fn is None:
+        if not callable(options.get("direction_fn")):
             raise ValueError(
-                "DCDM needs a `direction_fn` under lx.linear_solve: DCDM(direction_fn, rtol=...)."
+                "DCDM needs the direction generator in `options` under lx.linear_solve: "
+                "lx.linear_solve(operator, b, DCDM(rtol=...), options={'direction_fn': f}), "
+                "f a function r -> q (a trained network bound with sciml.dcdm.direction_fn, "
+                f"or a preconditioner); got options {sorted(options)}."
             )
         structure = operator.in_structure()
         if not isinstance(structure, jax.ShapeDtypeStruct):
@@ -188,7 +190,7 @@ class DCDM(lx.AbstractLinearSolver):
     def compute(self, state, vector, options: dict[str, Any]):
         b, x0 = check_inputs(vector, options.get("y0"))
         check_tolerance("sciml.dcdm.DCDM", self.rtol, self.atol, b.dtype)
-        x, result, stats = iterate(state.mv, b, self.direction_fn, x0, self)
+        x, result, stats = iterate(state.mv, b, options["direction_fn"], x0, self)
         return x, _to_lineax(result), stats
 
     def transpose(self, state, options: dict[str, Any]):
@@ -204,46 +206,20 @@ class DCDM(lx.AbstractLinearSolver):
 
 
 SETTINGS = ("rtol", "atol", "max_steps", "n_orthogonal", "refresh_every")
-_ARGUMENTS = ("x0", "null_space", "inconsistent", "throw")  # the other keywords of solve
 
 
-def settings_from(
-    solver: Any, options: dict[str, Any], direction_fn: Callable[[Array], Array]
-) -> DCDM:
-    """The settings of one `solve`: `solver` (a [`DCDM`][sciml.dcdm.DCDM]), or
-    one built from the keyword `options` (names of its fields), never both.
-
-    Raises a `TypeError` for an option that is not a setting (naming the
-    closest one), for both forms at once, or for a `solver` that is not a
-    `DCDM`; a `ValueError` for a `solver` holding another `direction_fn` than
-    the one `solve` was given.
-    """
-    for name in options:
-        if name not in SETTINGS:
-            close = difflib.get_close_matches(name, SETTINGS + _ARGUMENTS, n=1)
-            hint = f" Did you mean `{close[0]}`?" if close else ""
-            raise TypeError(
-                f"`{name}` is not a setting of sciml.dcdm.solve.{hint} The settings are: "
-                f"{', '.join(SETTINGS)} (or solver=DCDM(...)); the other keywords of solve are "
-                f"{', '.join(_ARGUMENTS)}."
-            )
-    if solver is None:
-        return DCDM(**options)
-    if not isinstance(solver, DCDM):
-        raise TypeError(
-            f"`solver` must be a sciml.dcdm.DCDM (e.g. DCDM(rtol=1e-6, max_steps=500)) or None, "
-            f"got {type(solver).__name__}."
+def settings_keywords_error(routine: str, call: str, keywords: dict[str, Any]) -> TypeError:
+    """The error for keywords that `routine` does not take: settings given as
+    keywords, shown as the call with a `DCDM`, or names that are no argument."""
+    settings = {name: value for name, value in keywords.items() if name in SETTINGS}
+    if settings:
+        shown = ", ".join(f"{name}={value!r}" for name, value in settings.items())
+        return TypeError(
+            f"{routine} takes its settings as a DCDM module, not as keywords: "
+            f"{call.format(f'DCDM({shown})')}."
         )
-    if options:
-        raise TypeError(
-            f"Give the settings either as `solver` or as keywords, not both: got a solver and "
-            f"{', '.join(f'`{name}`' for name in options)}. To change a setting of a solver: "
-            "dataclasses.replace(solver, rtol=...)."
-        )
-    if solver.direction_fn is not None and solver.direction_fn is not direction_fn:
-        raise ValueError(
-            "`solver` holds a `direction_fn` other than the one given to solve, which uses its "
-            "argument: build the solver without one (DCDM(rtol=...)), as solve takes the "
-            "generator as its third argument."
-        )
-    return solver
+    names = ", ".join(f"`{name}`" for name in keywords)
+    return TypeError(
+        f"{names}: not an argument of {routine}; the settings ({', '.join(SETTINGS)}) go "
+        f"in a DCDM module: {call.format('DCDM(rtol=..., max_steps=...)')}."
+    )

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from sciml.dcdm import (
+    DCDM,
     AbstractPreconditionerBuilder,
     Identity,
     IncompleteCholesky,
@@ -77,7 +78,7 @@ def test_baselines_converge_and_agree_with_direct_solve(method, free_surface):
     precond = method.build(assemble(labels), labels.shape)
     assert precond.setup_seconds >= 0
     op = PoissonOperator(labels)
-    sol = solve(op, jnp.asarray(b), precond, rtol=1e-8, max_steps=400, n_orthogonal=1)
+    sol = solve(op, jnp.asarray(b), precond, DCDM(rtol=1e-8, max_steps=400, n_orthogonal=1))
     x_ref = direct_solve(labels, b)
     x = np.asarray(sol.value)
     if not free_surface:  # closed box: the solution is fixed up to a constant
@@ -98,7 +99,7 @@ def test_amg_iterations_flat_while_cg_grows():
         A = assemble(labels)
         op = PoissonOperator(labels)
         for name, method in (("CG", Identity()), ("AMG", SmoothedAggregationAMG())):
-            sol = solve(op, b, method.build(A, labels.shape), rtol=1e-8, max_steps=1000)
+            sol = solve(op, b, method.build(A, labels.shape), DCDM(rtol=1e-8, max_steps=1000))
             counts[name].append(int(sol.stats["num_steps"]))
     cg, amg = counts["CG"], counts["AMG"]
     assert cg[2] >= 2.5 * cg[0], counts  # CG grows about like n

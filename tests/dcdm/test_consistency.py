@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sciml.dcdm import solve
+from sciml.dcdm import DCDM, solve
 from sciml.solution import RESULTS
 from solvers.poisson import FLUID, PoissonOperator, assemble, make_scene, null_space
 
@@ -45,7 +45,9 @@ def test_inconsistent_rhs_is_projected_with_a_warning():
     mean = b.ravel()[fluid].mean()
     expected = abs(mean) * np.sqrt(fluid.sum()) / np.linalg.norm(b)
     with pytest.warns(UserWarning, match="not in the range"):
-        sol = solve(op, jnp.asarray(b), IDENTITY, null_space=null_space(labels), max_steps=400)
+        sol = solve(
+            op, jnp.asarray(b), IDENTITY, DCDM(max_steps=400), null_space=null_space(labels)
+        )
     assert sol.result == RESULTS.successful
     np.testing.assert_allclose(float(sol.stats["inconsistency"]), expected, rtol=1e-12)
     # it solved the nearest consistent system: A x = b − mean on the fluid
@@ -53,7 +55,7 @@ def test_inconsistent_rhs_is_projected_with_a_warning():
     residual = np.linalg.norm(A @ np.asarray(sol.value).ravel() - b_proj)
     assert residual <= 1e-6 * np.linalg.norm(b_proj)
     # without the null space the same solve cannot converge
-    plain = solve(op, jnp.asarray(b), IDENTITY, max_steps=400, throw=False)
+    plain = solve(op, jnp.asarray(b), IDENTITY, DCDM(max_steps=400), throw=False)
     assert plain.result != RESULTS.successful
 
 
@@ -76,8 +78,10 @@ def test_consistent_rhs_passes_silently_and_solves_as_before():
     # removes round-off, so the solve matches the plain one (measured: same
     # step count, solutions 1e-10 apart relative to their norm: CG's iterates
     # amplify a round-off change of b)
-    sol = solve(op, jnp.asarray(b), IDENTITY, null_space=N, inconsistent="raise", max_steps=400)
-    plain = solve(op, jnp.asarray(b), IDENTITY, max_steps=400)
+    sol = solve(
+        op, jnp.asarray(b), IDENTITY, DCDM(max_steps=400), null_space=N, inconsistent="raise"
+    )
+    plain = solve(op, jnp.asarray(b), IDENTITY, DCDM(max_steps=400))
     assert float(sol.stats["inconsistency"]) < 1e-15
     assert int(sol.stats["num_steps"]) == int(plain.stats["num_steps"])
     diff = np.linalg.norm(np.asarray(sol.value) - np.asarray(plain.value))
@@ -91,8 +95,8 @@ def test_an_empty_null_space_changes_nothing():
     N = null_space(labels)
     assert N.shape == (0, *labels.shape)
     op = PoissonOperator(labels)
-    sol = solve(op, jnp.asarray(b), IDENTITY, null_space=N, max_steps=400)
-    plain = solve(op, jnp.asarray(b), IDENTITY, max_steps=400)
+    sol = solve(op, jnp.asarray(b), IDENTITY, DCDM(max_steps=400), null_space=N)
+    plain = solve(op, jnp.asarray(b), IDENTITY, DCDM(max_steps=400))
     assert float(sol.stats["inconsistency"]) == 0
     np.testing.assert_array_equal(sol.value, plain.value)
 
@@ -111,11 +115,11 @@ def test_not_positive_definite_from_an_inconsistent_rhs_points_to_null_space():
     # error in apply_A ..."), though this A is fine and b is outside its range.
     labels, b = closed_tank()
     op, b = PoissonOperator(labels), jnp.asarray(b)
-    settings = dict(rtol=1e-8, max_steps=200)
+    settings = DCDM(rtol=1e-8, max_steps=200)
     message = r"not positive definite .* or, if A is singular .* pass null_space= .* to project"
     with pytest.raises(eqx.EquinoxRuntimeError, match=message):
-        solve(op, b, IDENTITY, **settings).value.block_until_ready()
+        solve(op, b, IDENTITY, settings).value.block_until_ready()
     # and what it says works
     with pytest.warns(UserWarning, match="not in the range of `A`"):
-        fixed = solve(op, b, IDENTITY, null_space=null_space(labels), **settings)
+        fixed = solve(op, b, IDENTITY, settings, null_space=null_space(labels))
     assert fixed.result == RESULTS.successful

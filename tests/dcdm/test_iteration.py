@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sciml.dcdm import PrecisionWarning, a_norm_error, solve
+from sciml.dcdm import DCDM, PrecisionWarning, a_norm_error, solve
 from sciml.solution import RESULTS
 
 
@@ -56,10 +56,8 @@ def _value_after(A, b, direction_fn, k, n_orthogonal):
             lambda x: A @ x,
             b,
             direction_fn,
-            rtol=1e-14,
-            max_steps=k,
+            DCDM(rtol=1e-14, max_steps=k, n_orthogonal=n_orthogonal),
             throw=False,
-            n_orthogonal=n_orthogonal,
         )
     return sol.value
 
@@ -176,8 +174,7 @@ def test_nonlinear_directions_match_the_written_out_iteration():
             lambda x: jnp.asarray(A) @ x,
             jnp.asarray(b),
             f,
-            rtol=1e-14,
-            max_steps=steps,
+            DCDM(rtol=1e-14, max_steps=steps),
             throw=False,
         )
     history = np.asarray(sol.stats["residual_history"])[1:]
@@ -212,7 +209,7 @@ def test_convergence_is_never_declared_on_the_recurrence_residual():
 
     rtol, steps = 1e-10, 80
     tol = rtol * np.linalg.norm(b)
-    sol = solve(apply_A, jnp.asarray(b), lambda r: r, rtol=rtol, max_steps=steps, throw=False)
+    sol = solve(apply_A, jnp.asarray(b), lambda r: r, DCDM(rtol=rtol, max_steps=steps), throw=False)
     x = np.asarray(sol.value)
     true = np.linalg.norm(b - np.asarray(apply_A(jnp.asarray(x))))
     # the set-up does what it says: the written-out recurrence residual falls
@@ -231,8 +228,10 @@ def test_scale_of_the_direction_does_not_change_the_iterates():
     A, b = system()
     f = nonlinear_direction(len(b))
     apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
-    one = solve(apply_A, jnp.asarray(b), f, max_steps=15, throw=False)
-    scaled = solve(apply_A, jnp.asarray(b), lambda r: -250.0 * f(r), max_steps=15, throw=False)
+    one = solve(apply_A, jnp.asarray(b), f, DCDM(max_steps=15), throw=False)
+    scaled = solve(
+        apply_A, jnp.asarray(b), lambda r: -250.0 * f(r), DCDM(max_steps=15), throw=False
+    )
     np.testing.assert_allclose(scaled.value, one.value, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(
         scaled.stats["residual_history"], one.stats["residual_history"], rtol=1e-9
@@ -242,7 +241,7 @@ def test_scale_of_the_direction_does_not_change_the_iterates():
 def test_converges_to_the_dense_solution_on_the_true_residual():
     A, b = system(n=8)
     sol = solve(
-        lambda x: jnp.asarray(A) @ x, jnp.asarray(b), lambda r: r, rtol=1e-10, max_steps=200
+        lambda x: jnp.asarray(A) @ x, jnp.asarray(b), lambda r: r, DCDM(rtol=1e-10, max_steps=200)
     )
     assert sol.result == RESULTS.successful
     true = np.linalg.norm(b - A @ np.asarray(sol.value))
@@ -263,7 +262,9 @@ def test_refresh_and_grid_shaped_unknowns():
         return (jnp.asarray(A) @ x.ravel()).reshape(x.shape)
 
     for refresh_every in (None, 1, 4):
-        sol = solve(apply_A, jnp.asarray(b), lambda r: r, rtol=1e-9, refresh_every=refresh_every)
+        sol = solve(
+            apply_A, jnp.asarray(b), lambda r: r, DCDM(rtol=1e-9, refresh_every=refresh_every)
+        )
         expected = np.linalg.solve(A, b.ravel()).reshape(n, n)
         np.testing.assert_allclose(sol.value, expected, rtol=0, atol=1e-8)
 
@@ -275,7 +276,7 @@ def test_float32_network_in_a_float64_loop():
     def f(r):  # an approximate inverse evaluated in float32
         return A_inv32 @ r.astype(jnp.float32)
 
-    sol = solve(lambda x: jnp.asarray(A) @ x, jnp.asarray(b), f, rtol=1e-12)
+    sol = solve(lambda x: jnp.asarray(A) @ x, jnp.asarray(b), f, DCDM(rtol=1e-12))
     assert sol.value.dtype == jnp.float64
     assert np.linalg.norm(b - A @ np.asarray(sol.value)) <= 1e-12 * np.linalg.norm(b)
 
@@ -283,11 +284,11 @@ def test_float32_network_in_a_float64_loop():
 def test_failures_are_reported_never_claimed_as_convergence():
     A, b = system()
     apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
-    capped = solve(apply_A, jnp.asarray(b), lambda r: r, max_steps=3, throw=False)
+    capped = solve(apply_A, jnp.asarray(b), lambda r: r, DCDM(max_steps=3), throw=False)
     assert capped.result == RESULTS.max_steps_reached
     assert int(capped.stats["num_steps"]) == 3
     with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
-        solve(apply_A, jnp.asarray(b), lambda r: r, max_steps=3)
+        solve(apply_A, jnp.asarray(b), lambda r: r, DCDM(max_steps=3))
     zero = solve(apply_A, jnp.asarray(b), lambda r: 0 * r, throw=False)
     assert zero.result == RESULTS.breakdown
     indefinite = solve(lambda x: -x, jnp.asarray(b), lambda r: r, throw=False)
@@ -297,8 +298,33 @@ def test_failures_are_reported_never_claimed_as_convergence():
     assert under_jit(bad) == RESULTS.nonfinite_input
     nan_net = solve(apply_A, jnp.asarray(b), lambda r: r * jnp.nan, throw=False)
     assert nan_net.result == RESULTS.nonfinite_direction
-    zero_rhs = solve(apply_A, jnp.zeros_like(jnp.asarray(b)), lambda r: r, atol=1e-30)
+    zero_rhs = solve(apply_A, jnp.zeros_like(jnp.asarray(b)), lambda r: r, DCDM(atol=1e-30))
     assert int(zero_rhs.stats["num_steps"]) == 0
+
+
+def test_a_nonfinite_residual_mid_loop_stops_the_loop_there_and_is_named():
+    """An operator that returns NaN once the iterate is large (the true residual
+    is taken every step): the solve stops at the step where the written-out CG
+    iterate first exceeds the bound, with `RESULTS.nonfinite`, and returns that
+    step's (finite) iterate."""
+    A, b = system()
+    b = 1e3 * b  # max|x_k| of CG: 509, 800, 890 at k = 1, 2, 3 (850 at the solution)
+    bound = 850.0  # directions have entries of order 1: only an iterate can exceed it
+    expected = reference_pcg(A, b, np.eye(len(b)), 3)
+    first = next(k for k, x in enumerate(expected, start=1) if np.abs(x).max() > bound)
+    assert first == 3
+
+    def blows_up(x):
+        return jnp.asarray(A) @ x * jnp.where(jnp.abs(x).max() > bound, jnp.nan, 1.0)
+
+    settings = DCDM(max_steps=50, n_orthogonal=1, refresh_every=1)
+    sol = solve(blows_up, jnp.asarray(b), lambda r: r, settings, throw=False)
+    assert sol.result == RESULTS.nonfinite
+    assert int(sol.stats["num_steps"]) == first
+    history = np.asarray(sol.stats["residual_history"])
+    assert np.isfinite(history[:first]).all() and np.isnan(history[first:]).all()
+    # CG to round-off: measured 1e-13 of |x| ~ 1e3; a step more or less moves it by 90
+    np.testing.assert_allclose(sol.value, expected[first - 1], rtol=0, atol=1e-8)
 
 
 def test_bad_arguments_raise_early():
@@ -312,11 +338,11 @@ def test_bad_arguments_raise_early():
     with pytest.raises(ValueError, match="`x0` must have the shape"):
         solve(apply_A, b, lambda r: r, x0=jnp.zeros(3))
     with pytest.raises(ValueError, match="`max_steps` must be a positive integer"):
-        solve(apply_A, b, lambda r: r, max_steps=0)
+        solve(apply_A, b, lambda r: r, DCDM(max_steps=0))
     with pytest.raises(ValueError, match="`n_orthogonal` must be an integer >= 0"):
-        solve(apply_A, b, lambda r: r, n_orthogonal=-1)
+        solve(apply_A, b, lambda r: r, DCDM(n_orthogonal=-1))
     with pytest.raises(ValueError, match="`rtol` and `atol`"):
-        solve(apply_A, b, lambda r: r, rtol=0.0)
+        solve(apply_A, b, lambda r: r, DCDM(rtol=0.0))
     with pytest.raises(ValueError, match="`b` must be a floating-point"):
         solve(apply_A, jnp.arange(36), lambda r: r)
 
@@ -327,7 +353,7 @@ def test_jit_and_vmap_agree_with_single_solves():
     apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
 
     def one(b):
-        return solve(apply_A, b, lambda r: r, rtol=1e-10, throw=False).value
+        return solve(apply_A, b, lambda r: r, DCDM(rtol=1e-10), throw=False).value
 
     batched = jax.jit(jax.vmap(one))(jnp.asarray(rhs))
     for i in range(3):
@@ -340,7 +366,7 @@ def test_x0_captured_as_a_constant_under_jit():
     A, b = system()
     x0 = jnp.ones(A.shape[0])
     apply_A = lambda x: jnp.asarray(A) @ x  # noqa: E731
-    solved = jax.jit(lambda b: solve(apply_A, b, lambda r: r, x0=x0, rtol=1e-10).value)
+    solved = jax.jit(lambda b: solve(apply_A, b, lambda r: r, DCDM(rtol=1e-10), x0=x0).value)
     np.testing.assert_allclose(solved(jnp.asarray(b)), np.linalg.solve(A, b), atol=1e-9)
 
 
@@ -352,7 +378,7 @@ def test_bad_input_is_named():
     b = jnp.asarray(b)
     for rtol, atol in ((jnp.inf, 0.0), (1e-6, jnp.inf), (float("nan"), 0.0)):
         with pytest.raises(ValueError, match="`rtol` and `atol`"):
-            solve(apply_A, b, lambda r: r, rtol=rtol, atol=atol)
+            solve(apply_A, b, lambda r: r, DCDM(rtol=rtol, atol=atol))
     with pytest.raises(ValueError, match="`b` contains NaN"):
         solve(apply_A, b.at[3].set(jnp.nan), lambda r: r)
     with pytest.raises(ValueError, match="`x0` contains NaN"):

@@ -30,7 +30,8 @@ def grid_operator(matrix=A, tags=lx.positive_semidefinite_tag):
 
 def test_identity_directions_solve_like_a_dense_solve_and_lineax_cg():
     op, b = grid_operator(), jnp.asarray(B)
-    sol = lx.linear_solve(op, b, DCDM(lambda r: r, rtol=1e-12, max_steps=200, n_orthogonal=1))
+    solver = DCDM(rtol=1e-12, max_steps=200, n_orthogonal=1)
+    sol = lx.linear_solve(op, b, solver, options={"direction_fn": lambda r: r})
     exact = np.linalg.solve(A, B.ravel()).reshape(N, N)
     # conjugate directions with the identity = CG: converged to 1e-12 relative
     # residual, the error is ~1e-13 (cond(A) ~ 20); 1e-10 leaves headroom.
@@ -45,33 +46,36 @@ def test_identity_directions_solve_like_a_dense_solve_and_lineax_cg():
 def test_exact_inverse_takes_one_step_and_y0_is_used():
     op, b = grid_operator(), jnp.asarray(B)
     A_inv = jnp.asarray(np.linalg.inv(A))
-    solver = DCDM(lambda r: 3.0 * (A_inv @ r.ravel()).reshape(r.shape), rtol=1e-12, max_steps=5)
-    sol = lx.linear_solve(op, b, solver)
+    exact_inverse = {"direction_fn": lambda r: 3.0 * (A_inv @ r.ravel()).reshape(r.shape)}
+    sol = lx.linear_solve(op, b, DCDM(rtol=1e-12, max_steps=5), options=exact_inverse)
     assert int(sol.stats["num_steps"]) == 1
     exact = np.linalg.solve(A, B.ravel()).reshape(N, N)
     np.testing.assert_allclose(sol.value, exact, rtol=0, atol=1e-12)
     # from the exact solution (as y0) the residual is ~1e-15, below `atol`: no
     # step (`rtol` is relative to the initial residual, so it alone would not stop)
-    at_exact = DCDM(lambda r: r, rtol=1e-12, atol=1e-9, max_steps=5)
-    started = lx.linear_solve(op, b, at_exact, options={"y0": jnp.asarray(exact)}, throw=False)
+    at_exact = DCDM(rtol=1e-12, atol=1e-9, max_steps=5)
+    options = {"direction_fn": lambda r: r, "y0": jnp.asarray(exact)}
+    started = lx.linear_solve(op, b, at_exact, options=options, throw=False)
     assert int(started.stats["num_steps"]) == 0
 
 
 def test_not_converged_is_reported_or_raised():
     op, b = grid_operator(), jnp.asarray(B)
-    solver = DCDM(lambda r: r, rtol=1e-12, max_steps=2)
-    sol = lx.linear_solve(op, b, solver, throw=False)
+    solver, options = DCDM(rtol=1e-12, max_steps=2), {"direction_fn": lambda r: r}
+    sol = lx.linear_solve(op, b, solver, options=options, throw=False)
     assert sol.result == lx.RESULTS.max_steps_reached
     assert int(sol.stats["num_steps"]) == 2
     with pytest.raises(Exception, match="maximum number of solver steps"):
-        lx.linear_solve(op, b, solver)
+        lx.linear_solve(op, b, solver, options=options)
 
 
 def test_gradient_through_the_solve_is_the_adjoint_solve():
     # d/db Σ x(b) = A⁻ᵀ 1 = A⁻¹ 1 for symmetric A.
     op = grid_operator()
-    solver = DCDM(lambda r: r, rtol=1e-13, max_steps=200, n_orthogonal=1)
-    grad = jax.grad(lambda b: lx.linear_solve(op, b, solver).value.sum())(jnp.asarray(B))
+    solver, options = DCDM(rtol=1e-13, max_steps=200, n_orthogonal=1), {"direction_fn": lambda r: r}
+    grad = jax.grad(lambda b: lx.linear_solve(op, b, solver, options=options).value.sum())(
+        jnp.asarray(B)
+    )
     expected = np.linalg.solve(A, np.ones(N * N)).reshape(N, N)
     np.testing.assert_allclose(grad, expected, rtol=0, atol=1e-10)
 
@@ -79,4 +83,4 @@ def test_gradient_through_the_solve_is_the_adjoint_solve():
 def test_operator_that_is_not_tagged_symmetric_is_rejected():
     op = grid_operator(tags=())
     with pytest.raises(ValueError, match="symmetric positive"):
-        lx.linear_solve(op, jnp.asarray(B), DCDM(lambda r: r))
+        lx.linear_solve(op, jnp.asarray(B), DCDM(), options={"direction_fn": lambda r: r})

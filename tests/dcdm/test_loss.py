@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sciml.dcdm import DCDMNet, PrecisionWarning, a_norm_loss, dcdm_loss, direction_fn, solve
+from sciml.dcdm import DCDM, DCDMNet, PrecisionWarning, a_norm_loss, dcdm_loss, direction_fn, solve
 
 
 def laplacian_2d(n):
@@ -42,7 +42,7 @@ def test_equals_squared_residual_after_one_step(getkey):
     with warnings.catch_warnings():  # rtol=1e-14 on purpose: exactly one step
         warnings.simplefilter("ignore", PrecisionWarning)
         for bi in b:
-            sol = solve(apply_A, bi, f, max_steps=1, n_orthogonal=0, rtol=1e-14, throw=False)
+            sol = solve(apply_A, bi, f, DCDM(max_steps=1, n_orthogonal=0, rtol=1e-14), throw=False)
             one_step.append(float(sol.stats["residual_history"][1]) ** 2)
     np.testing.assert_allclose(dcdm_loss(f, apply_A, b), np.mean(one_step), rtol=1e-10)
 
@@ -73,7 +73,7 @@ def test_a_norm_loss_equals_relative_a_norm_error_of_one_step(getkey):
     with warnings.catch_warnings():  # rtol=1e-14 on purpose: exactly one step
         warnings.simplefilter("ignore", PrecisionWarning)
         for bi, xi in zip(b, x_star, strict=True):
-            sol = solve(apply_A, bi, f, max_steps=1, n_orthogonal=0, rtol=1e-14, throw=False)
+            sol = solve(apply_A, bi, f, DCDM(max_steps=1, n_orthogonal=0, rtol=1e-14), throw=False)
             e = (xi - np.asarray(sol.value)).ravel()
             errors.append((e @ A @ e) / (xi.ravel() @ A @ xi.ravel()))
     loss = dcdm_loss(f, apply_A, b, jnp.asarray(x_star))

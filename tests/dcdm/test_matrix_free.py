@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from sciml.dcdm import (
+    DCDM,
     Identity,
     IncompleteCholesky,
     Jacobi,
@@ -78,13 +79,13 @@ def spd_operator():
 def test_identity_is_a_direction_and_gives_textbook_cg(system):
     apply, S, _ = spd_operator()
     np.testing.assert_allclose(S, S.T, atol=1e-12)
-    sol = solve(apply, jnp.asarray(system), Identity(), rtol=1e-10, max_steps=400)
+    sol = solve(apply, jnp.asarray(system), Identity(), DCDM(rtol=1e-10, max_steps=400))
     x_ref, steps = textbook_pcg(S, system.ravel(), lambda r: r, 1e-10, 400)
     # CG in exact arithmetic: same iterates; measured agreement ~1e-13 (headroom 1e3)
     np.testing.assert_allclose(np.asarray(sol.value).ravel(), x_ref, rtol=0, atol=1e-10)
     assert abs(int(sol.stats["num_steps"]) - steps) <= 1
     built = Identity().build(None)
-    same = solve(apply, jnp.asarray(system), built, rtol=1e-10, max_steps=400)
+    same = solve(apply, jnp.asarray(system), built, DCDM(rtol=1e-10, max_steps=400))
     np.testing.assert_array_equal(np.asarray(same.value), np.asarray(sol.value))
 
 
@@ -92,7 +93,7 @@ def test_jacobi_from_a_diagonal_gives_textbook_pcg(system):
     apply, S, diagonal = spd_operator()
     np.testing.assert_allclose(np.diag(S).reshape(N, N), diagonal, rtol=1e-14)
     jacobi = Jacobi.from_diagonal(diagonal)
-    sol = solve(apply, jnp.asarray(system), jacobi, rtol=1e-10, max_steps=400, n_orthogonal=1)
+    sol = solve(apply, jnp.asarray(system), jacobi, DCDM(rtol=1e-10, max_steps=400, n_orthogonal=1))
     x_ref, steps = textbook_pcg(S, system.ravel(), lambda r: r / diagonal.ravel(), 1e-10, 400)
     np.testing.assert_allclose(np.asarray(sol.value).ravel(), x_ref, rtol=0, atol=1e-10)
     assert abs(int(sol.stats["num_steps"]) - steps) <= 1
@@ -127,7 +128,7 @@ def test_float32_cg_below_reachable_rtol_warns_and_names_precision():
     op, b = neumann_scene()
     b32 = jnp.asarray(b, jnp.float32)
     with pytest.warns(PrecisionWarning, match="below what float32 can reach") as record:
-        sol = solve(op, b32, Identity(), rtol=1e-6, max_steps=300, throw=False)
+        sol = solve(op, b32, Identity(), DCDM(rtol=1e-6, max_steps=300), throw=False)
     message = str(record[0].message)
     assert "jax_enable_x64" in message and "loosen `rtol`" in message
     # the warning is right: float32 stalls above 1e-6 (measured 2.2e-6 here)
@@ -135,14 +136,14 @@ def test_float32_cg_below_reachable_rtol_warns_and_names_precision():
     history = np.asarray(sol.stats["residual_history"])
     assert np.nanmin(history) / history[0] > 1e-6
     with pytest.warns(PrecisionWarning), pytest.raises(Exception, match="precision: in float32"):
-        solve(op, b32, Identity(), rtol=1e-6, max_steps=300).value.block_until_ready()
+        solve(op, b32, Identity(), DCDM(rtol=1e-6, max_steps=300)).value.block_until_ready()
 
 
 def test_float64_cg_at_the_same_rtol_is_quiet_and_converges():
     op, b = neumann_scene()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sol = solve(op, jnp.asarray(b, jnp.float64), Identity(), rtol=1e-6, max_steps=300)
+        sol = solve(op, jnp.asarray(b, jnp.float64), Identity(), DCDM(rtol=1e-6, max_steps=300))
     assert bool(sol.successful) and int(sol.stats["num_steps"]) < 100
 
 
@@ -150,7 +151,7 @@ def test_float32_at_a_reachable_rtol_is_quiet():
     op, b = neumann_scene()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sol = solve(op, jnp.asarray(b, jnp.float32), Identity(), rtol=1e-4, max_steps=300)
+        sol = solve(op, jnp.asarray(b, jnp.float32), Identity(), DCDM(rtol=1e-4, max_steps=300))
     assert bool(sol.successful)
 
 
@@ -161,4 +162,4 @@ def test_breakdown_message_names_the_operator_and_the_direction(system):
         return -apply(x)
 
     with pytest.raises(Exception, match="not positive definite"):
-        solve(negative, jnp.asarray(system), Identity(), rtol=1e-8).value.block_until_ready()
+        solve(negative, jnp.asarray(system), Identity(), DCDM(rtol=1e-8)).value.block_until_ready()

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sciml.dcdm import MultilevelDCDMNet, PrecisionWarning, direction_fn, solve
+from sciml.dcdm import DCDM, MultilevelDCDMNet, PrecisionWarning, direction_fn, solve
 from solvers.poisson import FLUID, PoissonOperator, assemble, make_scene
 from tests.dcdm.test_iteration import reference_pcg
 
@@ -95,9 +95,7 @@ def test_dcdm_with_it_is_textbook_pcg(dim, getkey):
             PoissonOperator(labels),
             jnp.asarray(b_grid.reshape(labels.shape)),
             f,
-            rtol=1e-14,
-            max_steps=steps,
-            n_orthogonal=1,
+            DCDM(rtol=1e-14, max_steps=steps, n_orthogonal=1),
             throw=False,
         )
     reference = reference_pcg(A_f, b, M, steps)

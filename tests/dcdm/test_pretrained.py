@@ -4,7 +4,7 @@ recorded beside their weights and beat CG on that held-out scene."""
 import jax.numpy as jnp
 import pytest
 
-from sciml.dcdm import MultilevelDCDMNet, direction_fn, pretrained, pretrained_info, solve
+from sciml.dcdm import DCDM, MultilevelDCDMNet, direction_fn, pretrained, pretrained_info, solve
 from solvers.poisson import FLUID, PoissonOperator, make_scene, random_rhs
 
 
@@ -26,7 +26,9 @@ def recorded_solve(
     labels = recorded_scene(scene, net.dim)
     b = jnp.asarray(random_rhs(labels, seed=rhs["seed"], kind=rhs["kind"]), jnp.float64)
     f = (lambda r: r) if cg else direction_fn(net, jnp.asarray(labels == FLUID, jnp.float32))
-    sol = solve(PoissonOperator(labels), b, f, rtol=rtol, max_steps=1000, n_orthogonal=n_orthogonal)
+    sol = solve(
+        PoissonOperator(labels), b, f, DCDM(rtol=rtol, max_steps=1000, n_orthogonal=n_orthogonal)
+    )
     return int(sol.stats["num_steps"])
 
 

@@ -1,8 +1,10 @@
 """`sciml.dcdm.DCDM`, the settings of the iteration as a module: checked when
-built, the same solve as the keyword form (bit for bit), refused with a clear
-error when misspelt or given twice, and still a lineax solver."""
+built, the one way to give `solve` its settings (the old keyword and
+generator-inside calls are refused with an error that shows the new call), and
+a lineax solver that reads the generator from `options`."""
 
 import dataclasses
+import re
 
 import jax
 import jax.numpy as jnp
@@ -40,16 +42,11 @@ JACOBI = Jacobi.from_diagonal(np.diag(A).reshape(N, N))
 def test_settings_are_checked_when_built_and_named(field, value, error, message):
     with pytest.raises(error, match=message):
         DCDM(**{field: value})
-    # the keyword form builds the same module, so it fails the same way, before any work
-    with pytest.raises(error, match=message):
-        solve(apply_A, jnp.asarray(B), lambda r: r, **{field: value})
 
 
-def test_both_tolerances_zero_and_a_non_callable_direction_are_refused():
+def test_both_tolerances_zero_are_refused():
     with pytest.raises(ValueError, match="not both 0, got rtol=0.0, atol=0.0"):
         DCDM(rtol=0.0)
-    with pytest.raises(TypeError, match="`direction_fn` must be a function"):
-        DCDM(direction_fn=3.0)
 
 
 def test_numpy_and_zero_dimensional_tolerances_are_plain_floats():
@@ -62,20 +59,17 @@ def test_numpy_and_zero_dimensional_tolerances_are_plain_floats():
 
 @pytest.mark.parametrize("refresh_every", [None, 3])
 @pytest.mark.parametrize("n_orthogonal", [0, 1, 2])
-def test_module_and_keyword_forms_are_bit_identical(n_orthogonal, refresh_every):
-    settings = dict(
+def test_the_module_solves_by_position_and_by_name(n_orthogonal, refresh_every):
+    settings = DCDM(
         rtol=1e-10, max_steps=60, n_orthogonal=n_orthogonal, refresh_every=refresh_every
     )
     b = jnp.asarray(B)
-    by_keywords = solve(apply_A, b, JACOBI, throw=False, **settings)
-    by_module = solve(apply_A, b, JACOBI, DCDM(**settings), throw=False)
-    by_name = solve(apply_A, b, JACOBI, solver=DCDM(**settings), throw=False)
-    for other in (by_module, by_name):
-        np.testing.assert_array_equal(other.value, by_keywords.value)
-        assert other.result == by_keywords.result
-        assert other.stats.keys() == by_keywords.stats.keys()
-        for key in by_keywords.stats:
-            np.testing.assert_array_equal(other.stats[key], by_keywords.stats[key])
+    by_module = solve(apply_A, b, JACOBI, settings, throw=False)
+    by_name = solve(apply_A, b, JACOBI, solver=settings, throw=False)
+    np.testing.assert_array_equal(by_name.value, by_module.value)
+    assert by_name.result == by_module.result
+    for key in by_module.stats:
+        np.testing.assert_array_equal(by_name.stats[key], by_module.stats[key])
     # and the solve is a real one: PCG (Jacobi) to 1e-10 against a dense solve;
     # n_orthogonal=0 is steepest descent, which needs more than 60 steps here
     if n_orthogonal:
@@ -85,23 +79,24 @@ def test_module_and_keyword_forms_are_bit_identical(n_orthogonal, refresh_every)
         np.testing.assert_allclose(by_module.value, exact, rtol=0, atol=1e-8)
 
 
-def test_defaults_are_the_defaults_of_the_keyword_form():
+def test_no_solver_is_the_default_module():
     b = jnp.asarray(B)
     plain = solve(apply_A, b, lambda r: r)
     np.testing.assert_array_equal(solve(apply_A, b, lambda r: r, DCDM()).value, plain.value)
     assert DCDM() == DCDM(rtol=1e-6, atol=0.0, max_steps=100, n_orthogonal=2, refresh_every=None)
 
 
-def test_misspelt_setting_is_named_with_the_closest_one():
-    with pytest.raises(TypeError, match="`max_step` is not a setting .* Did you mean `max_steps`"):
-        solve(apply_A, jnp.asarray(B), lambda r: r, max_step=10)
-    with pytest.raises(TypeError, match="`tolerance` is not a setting .* rtol, atol, max_steps"):
-        solve(apply_A, jnp.asarray(B), lambda r: r, tolerance=1e-6)
-
-
-def test_module_and_keywords_together_are_refused():
-    with pytest.raises(TypeError, match="either as `solver` or as keywords, not both: .*`rtol`"):
-        solve(apply_A, jnp.asarray(B), lambda r: r, DCDM(max_steps=10), rtol=1e-8)
+def test_settings_as_keywords_are_refused_showing_the_call_with_a_module():
+    b = jnp.asarray(B)
+    new_call = re.escape(
+        "not as keywords: solve(apply_A, b, direction_fn, DCDM(rtol=1e-08, max_steps=10))"
+    )
+    with pytest.raises(TypeError, match=new_call):
+        solve(apply_A, b, lambda r: r, rtol=1e-8, max_steps=10, throw=False)
+    with pytest.raises(TypeError, match=new_call):  # beside a module, too
+        solve(apply_A, b, lambda r: r, DCDM(), rtol=1e-8, max_steps=10)
+    with pytest.raises(TypeError, match=r"`tolerance`: not an argument of sciml.dcdm.solve; .*"):
+        solve(apply_A, b, lambda r: r, tolerance=1e-6)
     with pytest.raises(TypeError, match="`solver` must be a sciml.dcdm.DCDM"):
         solve(apply_A, jnp.asarray(B), lambda r: r, lx.CG(rtol=1e-6, atol=1e-6))
     # the way to change one setting of a module
@@ -109,27 +104,38 @@ def test_module_and_keywords_together_are_refused():
     assert changed == DCDM(rtol=1e-8, max_steps=10)
 
 
-def test_a_solver_holding_another_direction_is_refused():
-    direction = lambda r: r  # noqa: E731
-    with pytest.raises(ValueError, match="holds a `direction_fn` other than the one given"):
-        solve(apply_A, jnp.asarray(B), lambda r: 2 * r, DCDM(direction, rtol=1e-8))
-    # the same generator on both is no conflict
-    sol = solve(apply_A, jnp.asarray(B), direction, DCDM(direction, rtol=1e-8))
-    assert bool(sol.successful)
+@pytest.mark.parametrize(
+    "old_call",
+    [
+        lambda: DCDM(JACOBI, rtol=1e-8),  # the generator inside, by position
+        lambda: DCDM(JACOBI),
+        lambda: DCDM(direction_fn=JACOBI, rtol=1e-8),
+    ],
+)
+def test_a_generator_inside_the_module_is_refused_showing_where_it_goes(old_call):
+    shown = re.escape(
+        "solve(apply_A, b, direction_fn, DCDM(rtol=...)), or lx.linear_solve(operator, b, "
+        "DCDM(rtol=...), options={'direction_fn': direction_fn})"
+    )
+    with pytest.raises(TypeError, match="DCDM holds settings only; .*" + shown):
+        old_call()
 
 
 def test_the_same_module_serves_lineax_and_solve():
-    """One `DCDM` with the generator runs `lx.linear_solve` and `solve`: both
-    compiled, the same iterates (to round-off) and step count."""
-    solver = DCDM(JACOBI, rtol=1e-10, max_steps=100, n_orthogonal=1)
+    """One `DCDM` runs `lx.linear_solve` (the generator in `options`) and
+    `solve`: both compiled, the same iterates (to round-off) and step count."""
+    solver = DCDM(rtol=1e-10, max_steps=100, n_orthogonal=1)
     op = lx.FunctionLinearOperator(
         apply_A, jax.ShapeDtypeStruct((N, N), jnp.float64), lx.positive_semidefinite_tag
     )
     b = jnp.asarray(B)
-    via_lineax = lx.linear_solve(op, b, solver)
+    via_lineax = lx.linear_solve(op, b, solver, options={"direction_fn": JACOBI})
     direct = jax.jit(lambda b: solve(apply_A, b, JACOBI, solver))(b)
     assert via_lineax.result == lx.RESULTS.successful
     assert int(via_lineax.stats["num_steps"]) == int(direct.stats["num_steps"])
     np.testing.assert_allclose(via_lineax.value, direct.value, rtol=0, atol=1e-13)
-    with pytest.raises(ValueError, match="DCDM needs a `direction_fn` under lx.linear_solve"):
+    shown = re.escape("options={'direction_fn': f})")
+    with pytest.raises(
+        ValueError, match="DCDM needs the direction generator in `options`.*" + shown
+    ):
         lx.linear_solve(op, b, DCDM(rtol=1e-8))

@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from sciml.dcdm import DCDMNet, SymmetricDCDMNet, dcdm_loss, direction_fn, solve
+from sciml.dcdm import DCDM, DCDMNet, SymmetricDCDMNet, dcdm_loss, direction_fn, solve
 from solvers.poisson import FLUID, PoissonOperator, assemble, make_scene
 from tests.dcdm.test_iteration import reference_pcg
 
@@ -68,9 +68,7 @@ def test_dcdm_with_it_is_pcg(getkey, n_orthogonal):
             op,
             jnp.asarray(b_grid.reshape(labels.shape)),
             f,
-            rtol=1e-14,
-            max_steps=k,
-            n_orthogonal=n_orthogonal,
+            DCDM(rtol=1e-14, max_steps=k, n_orthogonal=n_orthogonal),
             throw=False,
         )
     )

@@ -178,9 +178,9 @@ def test_docstring_snippets_run_and_succeed(path, index, code, reason, tmp_path)
 def test_an_unsuccessful_solution_fails_the_check(tmp_path):
     failing = (
         "import jax.numpy as jnp\n"
-        "from sciml.dcdm import Identity, solve\n"
+        "from sciml.dcdm import DCDM, Identity, solve\n"
         "sol = solve(lambda x: 2.0 * x - jnp.roll(x, 1) - jnp.roll(x, -1) + 0.1 * x,"
-        " jnp.arange(8.0), Identity(), rtol=1e-4, max_steps=1, throw=False)\n"
+        " jnp.arange(8.0), Identity(), DCDM(rtol=1e-4, max_steps=1), throw=False)\n"
     )
     result = run_script(failing, tmp_path)
     assert result.returncode != 0 and "unsuccessful Solution" in result.stderr, result.stderr
