@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.tasks.dcdm.dcdm_plots import plot_scene_residuals
 from sciml.dcdm import (
     DCDM,
     DCDMNet,
@@ -50,7 +51,14 @@ from sciml.dcdm import (
     ritz_dataset,
     solve,
 )
-from sciml.experiment import ConfigError, Experiment, check_config, load_run, train_experiment
+from sciml.experiment import (
+    ConfigError,
+    Experiment,
+    check_config,
+    load_run,
+    save_figure,
+    train_experiment,
+)
 from sciml.solution import RESULTS, result_name
 from solvers.poisson import (
     FLUID,
@@ -309,27 +317,6 @@ def evaluate_scenes(model: Network, config) -> tuple[dict, dict]:
     return results, histories
 
 
-def plot_histories(histories: dict, rtol: float, path: Path):
-    import matplotlib.pyplot as plt
-
-    names = list(histories)
-    cols = min(3, len(names))
-    rows = -(-len(names) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.3 * rows), squeeze=False)
-    for ax, name in zip(axes.flat, names, strict=False):
-        for method, h in histories[name].items():
-            ax.semilogy(h, label=method, lw=2 if method == "dcdm" else 1.2)
-        ax.axhline(rtol, color="0.5", ls=":", lw=1)
-        ax.set(title=name, xlabel="iteration", ylabel="‖r‖ / ‖b‖")
-    for ax in list(axes.flat)[len(names) :]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return fig
-
-
 def train_and_evaluate(config, workdir: Path) -> dict:
     """Trains the network, then compares it with the baselines; see the module docstring."""
     workdir = Path(workdir)
@@ -338,7 +325,8 @@ def train_and_evaluate(config, workdir: Path) -> dict:
     results, histories = evaluate_scenes(trained.model, config)
     plot_dir = workdir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    plot_histories(histories, float(config.eval.rtol), plot_dir / "residuals.png")
+    axes = plot_scene_residuals(histories, float(config.eval.rtol))
+    save_figure(axes[0, 0], plot_dir / "residuals.png", dpi=110)
     return {**trained.summary, "eval": results}
 
 
