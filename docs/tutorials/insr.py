@@ -54,10 +54,10 @@ print(f"{n_weights} weights")
 # %% [markdown]
 # ## Fit the initial condition, then step
 #
-# Both use `LeastSquaresSolver`: fresh random points each step (2,000, many
-# more than the 901 weights, so the fit cannot interpolate between points),
-# optimistix's Levenberg–Marquardt with the damped normal equations. A step
-# stops, converged, as soon as its objective is below `loss_tol` (or below
+# Both use `LeastSquaresSolver`: fresh random points each step (its
+# `Collocation`: 2,000, many more than the 901 weights, so the fit cannot
+# interpolate between points), optimistix's Levenberg–Marquardt with the
+# damped normal equations. A step stops (its `Stopping`), converged, as soon as its objective is below `loss_tol` (or below
 # `loss_rtol` of its warm start's, or its gradient `‖JᵀR‖` below `grad_rtol`
 # of its start's), tested inside the optimiser's loop at every iteration, or
 # when the optimiser meets its own tolerance; a step that meets none runs to
@@ -66,8 +66,13 @@ print(f"{n_weights} weights")
 
 # %%
 optimiser = optx.LevenbergMarquardt(rtol=1e-4, atol=1e-8, linear_solver=lx.Normal(lx.Cholesky()))
-initial_solver = insr.LeastSquaresSolver(optimiser, n_points=2000, max_steps=60, loss_tol=1e-8)
-step_solver = insr.LeastSquaresSolver(optimiser, n_points=2000, max_steps=20, loss_tol=1e-6)
+points = insr.Collocation(n_points=2000)
+initial_solver = insr.LeastSquaresSolver(
+    optimiser, collocation=points, stopping=insr.Stopping(max_steps=60, loss_tol=1e-8)
+)
+step_solver = insr.LeastSquaresSolver(
+    optimiser, collocation=points, stopping=insr.Stopping(max_steps=20, loss_tol=1e-6)
+)
 
 fit = eqx.filter_jit(insr.fit_initial)(
     field, problem, initial_solver, key=jax.random.key(1), throw=False
@@ -165,8 +170,8 @@ fig.tight_layout()
 #   strain error of the fit fell from 13.4 % to 1.5 % (value error
 #   5.8e-5 → 1.3e-5), and the step's `E₁/E₀` from 2.27 to 1.38 — still
 #   overfitted at 2,000 points.
-# - **Use at least ten points per weight** (`n_points`), redraw them within
-#   the solve (`rounds`), or add a fixed quadrature grid (`n_grid`). With
+# - **Use at least ten points per weight** (`Collocation`'s `n_points`), redraw
+#   them within the solve (`rounds`), or add a fixed quadrature grid (`n_grid`). With
 #   10,000 points (10.6 per weight) the same step's held-out energy was
 #   1.88e-2 against 1.77e-2 on its training points (at 2,000 points: 3.66e-2
 #   against 1.49e-2), and the energy no longer grew; the step then needs
@@ -215,7 +220,9 @@ periodic = insr.Advection1D(periodic=True)
 n_modes, m = 4, 3  # a cosine of wavenumber k = 2πm/4
 coefficients = jnp.zeros((1, 2 * n_modes + 1)).at[0, m].set(1.0)
 mode = insr.FourierBasis(n_modes, -2.0, 2.0, coefficients=coefficients)
-exact_solver = insr.LeastSquaresSolver(optx.GaussNewton(rtol=1e-10, atol=1e-12), n_points=64)
+exact_solver = insr.LeastSquaresSolver(
+    optx.GaussNewton(rtol=1e-10, atol=1e-12), collocation=insr.Collocation(n_points=64)
+)
 k = 2 * np.pi * m / 4.0
 z = periodic.velocity * k * 0.1
 for name, integrator in (
