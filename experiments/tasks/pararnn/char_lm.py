@@ -25,7 +25,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sciml.experiment import Experiment, check_config, count_params, train_experiment
+from experiments.tasks.pararnn.pararnn_plots import plot_learning_curves
+from sciml.experiment import (
+    Experiment,
+    check_config,
+    count_params,
+    save_figure,
+    train_experiment,
+)
 from sciml.pararnn import AutoScan, Fallback, Newton, RNNModel, Sequential
 from sciml.training import read_metrics
 
@@ -60,8 +67,9 @@ def cross_entropy(logits, targets):
     return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
 
 
-def train_and_evaluate(config, workdir: Path) -> dict:
-    data, model_cfg = config.data, config.model
+def split_corpus(config) -> tuple[jax.Array, jax.Array, dict]:
+    """The training bytes, the validation windows `(val_windows, seq_len + 1)` and the corpus info."""
+    data = config.data
     corpus, corpus_info = load_corpus(int(data.max_bytes))
     seq_len = int(data.seq_len)
     split = int(len(corpus) * (1 - float(data.val_fraction)))
@@ -72,9 +80,12 @@ def train_and_evaluate(config, workdir: Path) -> dict:
         )
     starts = np.linspace(0, len(val) - seq_len - 1, int(data.val_windows)).astype(int)
     val_batch = jnp.asarray(np.stack([val[s : s + seq_len + 1] for s in starts]))
+    return train, val_batch, corpus_info
 
-    model_key, train_key = jax.random.split(jax.random.key(int(config.seed)))
-    model = RNNModel(
+
+def build_model(config, key) -> RNNModel:
+    model_cfg = config.model
+    return RNNModel(
         256,
         256,
         int(model_cfg.width),
@@ -84,27 +95,41 @@ def train_and_evaluate(config, workdir: Path) -> dict:
         mlp_ratio=int(model_cfg.mlp_ratio),
         tokens=True,
         dtype=jnp.dtype(str(model_cfg.dtype)),
-        key=model_key,
+        key=key,
     )
+
+
+def mode_solvers(config) -> dict:
+    """The recurrent layers' solver of each mode."""
     # config.newton: max_iter, fallback ("sequential" only) and method ("auto") of the Newton layers
     if config.newton.fallback != "sequential" or config.newton.method != "auto":
         raise ValueError("char_lm supports newton.fallback='sequential' and newton.method='auto'.")
-    solvers = {
+    return {
         "sequential": Sequential(),
         "newton": Fallback(
             Newton(max_steps=int(config.newton.max_iter), linear=AutoScan()), Sequential()
         ),
     }
-    batch_size = int(config.train.batch_size)
+
+
+def make_batch_fn(train: jax.Array, seq_len: int, batch_size: int):
+    """Random windows of `seq_len + 1` training bytes."""
 
     @jax.jit
     def batch_fn(step, key):
         offsets = jax.random.randint(key, (batch_size,), 0, train.shape[0] - seq_len - 1)
         return jax.vmap(lambda o: jax.lax.dynamic_slice(train, (o,), (seq_len + 1,)))(offsets)
 
-    def loss_fn(model, batch, key):
-        loss = cross_entropy(jax.vmap(model)(batch[:, :-1]), batch[:, 1:])
-        return loss, {"bpc": loss / math.log(2)}
+    return batch_fn
+
+
+def loss_fn(model, batch, key):
+    loss = cross_entropy(jax.vmap(model)(batch[:, :-1]), batch[:, 1:])
+    return loss, {"bpc": loss / math.log(2)}
+
+
+def make_evaluate(val_batch: jax.Array):
+    """Validation loss and bits per byte, and the Newton layers' iterations and fallbacks."""
 
     @eqx.filter_jit
     def evaluate(model):
@@ -119,6 +144,37 @@ def train_and_evaluate(config, workdir: Path) -> dict:
             metrics["newton_fallbacks"] = sum(jnp.sum(d.stats["fallback"]) for d in layers)
         return metrics
 
+    return evaluate
+
+
+def mode_summary(result: dict, mode: str) -> dict:
+    """A run's summary entries, suffixed by `mode` (the Newton diagnostics as they are)."""
+    result = dict(result)
+    summary = {
+        f"train_seconds_{mode}": result.pop("train_seconds"),
+        f"final_loss_{mode}": result.pop("final_loss"),
+    }
+    result.pop("steps")
+    result.pop("n_params")
+    for name, value in result.items():
+        summary[name if name.startswith("newton_") else f"{name}_{mode}"] = value
+    return summary
+
+
+def training_curve(run_dir: Path) -> dict[int, float]:
+    """The training loss per step from `run_dir/metrics.jsonl`."""
+    train_log = [m for m in read_metrics(run_dir / "metrics.jsonl") if m["split"] == "train"]
+    return {int(m["step"]): float(m["loss"]) for m in train_log}
+
+
+def train_and_evaluate(config, workdir: Path) -> dict:
+    train, val_batch, corpus_info = split_corpus(config)
+    model_key, train_key = jax.random.split(jax.random.key(int(config.seed)))
+    model = build_model(config, model_key)
+    solvers = mode_solvers(config)
+    batch_fn = make_batch_fn(train, int(config.data.seq_len), int(config.train.batch_size))
+    evaluate = make_evaluate(val_batch)
+
     summary: dict = {"n_params": count_params(model), **corpus_info}
     curves = {}
     for mode in MODES:
@@ -131,43 +187,17 @@ def train_and_evaluate(config, workdir: Path) -> dict:
             description=f"{config.name} ({mode})",
             plots=False,
         )
-        result = trained.summary
-        summary[f"train_seconds_{mode}"] = result.pop("train_seconds")
-        summary[f"final_loss_{mode}"] = result.pop("final_loss")
-        steps = result.pop("steps")
-        result.pop("n_params")
-        for name, value in result.items():
-            summary[name if name.startswith("newton_") else f"{name}_{mode}"] = value
-        train_log = [
-            m for m in read_metrics(workdir / mode / "metrics.jsonl") if m["split"] == "train"
-        ]
-        curves[mode] = {int(m["step"]): float(m["loss"]) for m in train_log}
-    summary["steps"] = steps
+        summary.update(mode_summary(trained.summary, mode))
+        curves[mode] = training_curve(workdir / mode)
+    summary["steps"] = trained.summary["steps"]
     common = sorted(set(curves["sequential"]) & set(curves["newton"]))
     summary["max_abs_loss_difference"] = max(
         (abs(curves["sequential"][s] - curves["newton"][s]) for s in common), default=None
     )
-    plot_curves(curves, workdir / "plots")
-    return summary
-
-
-def plot_curves(curves: dict[str, dict[int, float]], plot_dir: Path) -> None:
-    """Both training-loss curves, and their difference, to `plot_dir/learning_curves.png`."""
-    import matplotlib.pyplot as plt
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True, height_ratios=(3, 1))
-    for mode, style in zip(MODES, ("-", "--")):
-        steps = sorted(curves[mode])
-        top.plot(steps, [curves[mode][s] / math.log(2) for s in steps], style, label=mode)
-    top.set(ylabel="training loss (bits / byte)")
-    top.legend()
-    common = sorted(set(curves["sequential"]) & set(curves["newton"]))
-    bottom.plot(common, [curves["newton"][s] - curves["sequential"][s] for s in common], "k.-")
-    bottom.set(xlabel="step", ylabel="newton − sequential\n(nats)")
-    fig.tight_layout()
+    plot_dir = workdir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    fig.savefig(plot_dir / "learning_curves.png", dpi=120)
-    plt.close(fig)
+    save_figure(plot_learning_curves(curves)[0], plot_dir / "learning_curves.png")
+    return summary
 
 
 def validate_config(config) -> None:
