@@ -31,6 +31,7 @@ from matplotlib.patches import Rectangle
 
 from sciml.operators import (
     MGTFNO,
+    TFNO,
     domain_reduction,
     multigrid_patches,
     patch_padding,
@@ -111,8 +112,8 @@ print("max |stitch(patch(x)) - x| =", float(jnp.max(jnp.abs(back - omega))))
 # %% [markdown]
 # ## The model, with tiles on four devices
 #
-# `MGTFNO` wraps patching, a TFNO (Tucker, rank 0.1 by default) and stitching:
-# it takes and returns whole fields. Before patching it appends the *global*
+# `MGTFNO` wraps a built model for one tile (here a TFNO: Tucker, rank 0.1) in
+# patching and stitching: it takes and returns whole fields. Before patching it appends the *global*
 # coordinates `j / N` to the field, so every tile (and context window) carries
 # where it lies in the domain: without them, tiles that look alike could not
 # learn a position-dependent response such as the Navier–Stokes forcing
@@ -123,9 +124,11 @@ print("max |stitch(patch(x)) - x| =", float(jnp.max(jnp.abs(back - omega))))
 # %%
 mesh = Mesh(np.array(jax.devices()[:4]), ("tiles",))
 sharding = NamedSharding(mesh, PartitionSpec("tiles"))
-kwargs = dict(levels=levels, padding_fraction=fraction, key=jax.random.key(0))
-model = MGTFNO((12, 12), 1, 1, 16, **kwargs)
-sharded = MGTFNO((12, 12), 1, 1, 16, tile_sharding=sharding, **kwargs)
+# the tile model sees the field and its 2 coordinates at levels + 1 scales
+tile_in = MGTFNO.tile_channels(1, 2, levels, "grid")
+tfno = TFNO((12, 12), tile_in, 1, 16, positional_embedding=None, key=jax.random.key(0))
+model = MGTFNO(tfno, levels=levels, padding_fraction=fraction)
+sharded = MGTFNO(tfno, levels=levels, padding_fraction=fraction, tile_sharding=sharding)
 
 out = eqx.filter_jit(model)(omega)
 out_sharded = eqx.filter_jit(sharded)(omega)

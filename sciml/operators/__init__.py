@@ -40,8 +40,10 @@ from ._ranks import (
     tucker_rank as tucker_rank,
 )
 from ._spectral import (
+    ConvOptions as ConvOptions,
     SpectralConv as SpectralConv,
     contract as contract,
+    conv_options as conv_options,
     inverse_rfftn as inverse_rfftn,
     kept_shape as kept_shape,
     place_modes as place_modes,

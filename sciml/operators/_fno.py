@@ -12,7 +12,6 @@ from .._checks import (
     check_finite,
     check_float_dtype,
     check_positive_int,
-    default_float_dtype,
 )
 from .._custom_types import Real
 from ._layers import (
@@ -28,13 +27,11 @@ from ._layers import (
     unpad_domain,
 )
 from ._spectral import (
-    TRANSFORMS,
     SpectralConv,
     _check_n_modes,
+    apply_conv,
     check_input,
     conv_options,
-    kept_shape,
-    spectral_conv,
 )
 from ._tensors import JointTuckerTensor
 
@@ -51,9 +48,10 @@ class JointSpectralConv(eqx.Module):
     factors, and one row of the layer factor per layer. Each layer keeps its
     own bias.
 
-    **Arguments:** as `SpectralConv`, plus `n_layers`; `rank` is a fraction of
-    the dense parameter count of all layers together (or explicit Tucker ranks,
-    layer mode first).
+    **Arguments:** `n_layers` (first, as the weight's layer mode), then as
+    `SpectralConv` (its keyword options: `conv_options`); `rank` is a fraction
+    of the dense parameter count of all layers together (or explicit Tucker
+    ranks, layer mode first).
     """
 
     weight: JointTuckerTensor
@@ -65,49 +63,30 @@ class JointSpectralConv(eqx.Module):
 
     def __init__(
         self,
+        n_layers: int,
         in_channels: int,
         out_channels: int,
         n_modes,
-        n_layers: int,
         *,
         rank=0.1,
-        implementation: str = "factorized",
-        transform: str = "auto",
-        separable: bool = False,
-        bias: bool = True,
-        init_std: Real | str = "auto",
-        dtype=None,
         key: PRNGKeyArray,
+        **options,
     ):
-        self.n_modes, std, channels = conv_options(
-            in_channels, out_channels, n_modes, implementation, separable, init_std
-        )
-        check_choice("transform", transform, TRANSFORMS)
-        self.implementation, self.separable = implementation, bool(separable)
-        self.transform = transform
+        opts = conv_options(in_channels, out_channels, n_modes, **options)
+        self.n_modes, self.implementation = opts.n_modes, opts.implementation
+        self.separable, self.transform = opts.separable, opts.transform
         key_w, key_b = jax.random.split(key)
         self.weight = JointTuckerTensor(
-            n_layers, channels + kept_shape(self.n_modes), rank, std=std, dtype=dtype, key=key_w
+            n_layers, opts.weight_shape, rank, std=opts.std, dtype=opts.dtype, key=key_w
         )
-        dtype = default_float_dtype(dtype)
-        self.bias = (
-            std * jax.random.normal(key_b, (n_layers, out_channels), dtype) if bias else None
-        )
+        self.bias = opts.draw_bias(key_b, (n_layers, out_channels))
 
     def __call__(
         self, x: Float[Array, " in_channels *grid"], *, layer: int, output_shape=None
     ) -> Float[Array, " out_channels *out_grid"]:
         """The spectral convolution of layer `layer` (a Python int)."""
-        return spectral_conv(
-            x,
-            self.weight.layer(layer),
-            None if self.bias is None else self.bias[layer],
-            self.n_modes,
-            output_shape=output_shape,
-            separable=self.separable,
-            implementation=self.implementation,
-            transform=self.transform,
-        )
+        bias = None if self.bias is None else self.bias[layer]
+        return apply_conv(self, x, self.weight.layer(layer), bias, output_shape)
 
 
 class FNOBlock(eqx.Module):
@@ -296,10 +275,10 @@ class FNO(eqx.Module):
         )
         if joint_factorization:
             self.joint_conv = JointSpectralConv(
+                n_layers,
                 hidden_channels,
                 hidden_channels,
                 self.n_modes,
-                n_layers,
                 key=next(keys),
                 **conv_kwargs,
             )
@@ -389,34 +368,10 @@ class FNO(eqx.Module):
         return self.projection(x)
 
 
-class TFNO(FNO):
-    """Tensorized FNO: `FNO` with Tucker-factorised spectral weights by default.
+def TFNO(*args, factorization: str | None = "tucker", rank=0.1, **kwargs) -> FNO:
+    """Tensorized FNO: an `FNO` with Tucker-factorised spectral weights by default.
 
-    Same arguments as `FNO`, with defaults `factorization="tucker"` and
-    `rank=0.1` (10% of the dense spectral parameters per layer).
+    Takes `FNO`'s arguments, with defaults `factorization="tucker"` and
+    `rank=0.1` (10% of the dense spectral parameters per layer); returns an `FNO`.
     """
-
-    def __init__(
-        self,
-        n_modes: int | Sequence[int],
-        in_channels: int,
-        out_channels: int,
-        hidden_channels: int,
-        n_layers: int = 4,
-        *,
-        factorization: str | None = "tucker",
-        rank: float | int | Sequence[int] = 0.1,
-        key: PRNGKeyArray,
-        **kwargs,
-    ):
-        super().__init__(
-            n_modes,
-            in_channels,
-            out_channels,
-            hidden_channels,
-            n_layers,
-            factorization=factorization,
-            rank=rank,
-            key=key,
-            **kwargs,
-        )
+    return FNO(*args, factorization=factorization, rank=rank, **kwargs)

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 import equinox as eqx
 import jax
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Float
 
 from .._checks import check_choice, check_finite, check_positive_int
 from .._custom_types import Real
@@ -36,12 +36,10 @@ class MGTFNO(eqx.Module):
 
     **Arguments:**
 
-    - `n_modes`, `in_channels`, `out_channels`, `hidden_channels`, `n_layers`:
-      as `FNO`; `in_channels` is the channel count of the *field* (the inner
-      model sees `(in_channels + d) · (levels + 1)` with `"grid"` embedding in
-      `d` dimensions, `in_channels · (levels + 1)` without).
-    - `positional_embedding`: `"grid"` (default; global coordinates
-      `x_i = j / N_i` of the full field, patched with it) or None.
+    - `model`: the `FNO` (e.g. a `TFNO`) that maps one tile; built with
+      `positional_embedding=None` and `tile_channels(...)` input channels: the
+      field's `in_channels` (plus `d` coordinates with `"grid"` embedding in `d`
+      dimensions) times `levels + 1`. The field's channel count is read from it.
     - `levels`: number of coarse levels L (`2^L` tiles per axis); grid sizes must
       be multiples of `2^L`.
     - `padding_fraction`: border of each tile as a fraction of the grid size.
@@ -50,8 +48,13 @@ class MGTFNO(eqx.Module):
     - `tile_sharding`: a `jax.sharding.Sharding` for the stacked tiles
       `(tiles, channels, *window)` (e.g. `NamedSharding(mesh, P("tiles"))`), so
       tiles are processed on different devices; None leaves placement to XLA.
-    - `factorization` (default `"tucker"`), `rank` (default 0.1) and any other
-      `FNO` keyword argument; keyword-only `key`.
+    - `positional_embedding`: `"grid"` (default; global coordinates
+      `x_i = j / N_i` of the full field, patched with it) or None.
+
+    ```python
+    tile_in = MGTFNO.tile_channels(1, n_dims=2, levels=1, positional_embedding="grid")
+    model = MGTFNO(TFNO((12, 12), tile_in, 1, 16, positional_embedding=None, key=key))
+    ```
     """
 
     model: FNO
@@ -64,25 +67,37 @@ class MGTFNO(eqx.Module):
 
     def __init__(
         self,
-        n_modes: int | Sequence[int],
-        in_channels: int,
-        out_channels: int,
-        hidden_channels: int,
-        n_layers: int = 4,
+        model: FNO,
         *,
         levels: int = 1,
         padding_fraction: Real | Sequence[Real] = 0.125,
         stitching: bool = True,
         tile_sharding: jax.sharding.Sharding | None = None,
-        factorization: str | None = "tucker",
-        rank: float | int | Sequence[int] = 0.1,
         positional_embedding: str | None = "grid",
-        key: PRNGKeyArray,
-        **fno_kwargs,
     ):
-        n_dims = 1 if isinstance(n_modes, int) else len(n_modes)
+        if not isinstance(model, FNO):
+            raise TypeError(f"`model` must be an FNO (e.g. a TFNO), got {type(model).__name__}.")
+        if model.positional_embedding is not None:
+            raise ValueError(
+                "`model` must be built with positional_embedding=None: MGTFNO appends "
+                "the global coordinates to the field before patching, got "
+                f"positional_embedding={model.positional_embedding!r}."
+            )
+        n_dims = len(model.n_modes)
         check_choice("positional_embedding", positional_embedding, EMBEDDINGS)
         _check((2**levels,) * n_dims, levels, padding_fraction)
+        coords = n_dims if positional_embedding == "grid" else 0
+        field_channels, rest = divmod(model.in_channels, levels + 1)
+        if rest or field_channels <= coords:
+            raise ValueError(
+                f"`model` has in_channels={model.in_channels}, which is not (C + {coords}) * "
+                f"{levels + 1} for a field of C >= 1 channels (levels={levels}, "
+                f"positional_embedding={positional_embedding!r}); build it with "
+                "MGTFNO.tile_channels(C, n_dims, levels, positional_embedding) channels."
+            )
+        self.model = model
+        self.in_channels = field_channels - coords
+        self.positional_embedding = positional_embedding
         self.levels = levels
         self.padding_fraction = (
             float(padding_fraction)
@@ -91,22 +106,19 @@ class MGTFNO(eqx.Module):
         )
         self.stitching = bool(stitching)
         self.tile_sharding = tile_sharding
+
+    @staticmethod
+    def tile_channels(
+        in_channels: int, n_dims: int, levels: int, positional_embedding: str | None
+    ) -> int:
+        """The input channels of the model that maps one tile of a field of
+        `in_channels` channels in `n_dims` dimensions: `(in_channels + n_dims)
+        * (levels + 1)` with `"grid"` embedding, `in_channels * (levels + 1)`
+        without."""
         check_positive_int("in_channels", in_channels)
-        self.in_channels = in_channels
-        self.positional_embedding = positional_embedding
-        field_channels = in_channels + (n_dims if positional_embedding == "grid" else 0)
-        self.model = FNO(
-            n_modes,
-            field_channels * (levels + 1),
-            out_channels,
-            hidden_channels,
-            n_layers,
-            factorization=factorization,
-            rank=rank,
-            positional_embedding=None,
-            key=key,
-            **fno_kwargs,
-        )
+        check_choice("positional_embedding", positional_embedding, EMBEDDINGS)
+        coords = n_dims if positional_embedding == "grid" else 0
+        return (in_channels + coords) * (levels + 1)
 
     @property
     def out_channels(self) -> int:

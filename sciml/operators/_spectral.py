@@ -33,6 +33,7 @@ axis is frequency `j - m//2`), as in `neuraloperator`.
 
 import math
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -268,16 +269,9 @@ class SpectralConv(eqx.Module):
     - `factorization`: `None`/`"dense"`, `"cp"`, `"tucker"` or `"tt"`.
     - `rank`: float fraction of the dense parameter count, or explicit int
       ranks (see `sciml.operators.tucker_rank` etc.).
-    - `implementation`: `"factorized"` (contract the input with the factors) or
-      `"reconstructed"` (build the dense weight first); same output.
-    - `transform`: `"auto"` (default), `"fft"` or `"dft"`: how the kept Fourier
-      modes are computed (see `spectral_conv`); same output up to rounding.
-    - `separable`: channel-diagonal weight `(C, *modes)` (needs `C_in == C_out`).
-    - `bias`: add a learned per-channel bias.
-    - `init_std`: std of the weight entries; `"auto"` is
-      `sqrt(2 / (C_in + C_out))`, also used for the bias.
-    - `dtype`: real dtype of the parameters.
     - `key`: keyword-only PRNG key.
+    - the keyword options of every spectral convolution (`conv_options`):
+      `implementation`, `transform`, `separable`, `bias`, `init_std`, `dtype`.
     """
 
     weight: eqx.Module
@@ -298,34 +292,24 @@ class SpectralConv(eqx.Module):
         *,
         factorization: str | None = None,
         rank: float | int | Sequence[int] = 1.0,
-        implementation: str = "factorized",
-        transform: str = "auto",
-        separable: bool = False,
-        bias: bool = True,
-        init_std: Real | str = "auto",
-        dtype=None,
         key: PRNGKeyArray,
+        **options,
     ):
-        self.n_modes, std, channels = conv_options(
-            in_channels, out_channels, n_modes, implementation, separable, init_std
-        )
-        check_choice("transform", transform, TRANSFORMS)
-        self.transform = transform
+        opts = conv_options(in_channels, out_channels, n_modes, **options)
+        self.n_modes, self.implementation = opts.n_modes, opts.implementation
+        self.separable, self.transform = opts.separable, opts.transform
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.factorization = "dense" if factorization is None else str(factorization).lower()
-        self.implementation = implementation
-        self.separable = bool(separable)
         key_w, key_b = jax.random.split(key)
         self.weight = make_tensor(
             self.factorization,
-            channels + kept_shape(self.n_modes),
+            opts.weight_shape,
             rank,
-            std=std,
-            dtype=dtype,
+            std=opts.std,
+            dtype=opts.dtype,
             key=key_w,
         )
-        dtype = default_float_dtype(dtype)
-        self.bias = std * jax.random.normal(key_b, (out_channels,), dtype) if bias else None
+        self.bias = opts.draw_bias(key_b, (out_channels,))
 
     def __call__(
         self, x: Float[Array, " in_channels *grid"], *, output_shape: Sequence[int] | None = None
@@ -333,24 +317,57 @@ class SpectralConv(eqx.Module):
         """**Arguments:** `x` of shape `(C_in, N_1, ..., N_d)`; `output_shape`
         (default: the input grid). **Returns:** `(C_out, *output_shape)`."""
         check_input(x, self.in_channels, len(self.n_modes), "SpectralConv")
-        return spectral_conv(
-            x,
-            self.weight,
-            self.bias,
-            self.n_modes,
-            output_shape=output_shape,
-            separable=self.separable,
-            implementation=self.implementation,
-            transform=self.transform,
-        )
+        return apply_conv(self, x, self.weight, self.bias, output_shape)
 
 
-def conv_options(in_channels, out_channels, n_modes, implementation, separable, init_std):
-    """The checks and initial scale a spectral convolution's constructor shares:
-    `(n_modes as a tuple, weight std, weight channel axes)`; `init_std="auto"`
-    is `sqrt(2 / (C_in + C_out))`."""
+class ConvOptions(NamedTuple):
+    """The checked options of a spectral convolution (see `conv_options`)."""
+
+    n_modes: tuple[int, ...]
+    implementation: str
+    transform: str
+    separable: bool
+    bias: bool
+    std: Real
+    weight_shape: tuple[int, ...]
+    dtype: Any
+
+    def draw_bias(self, key: PRNGKeyArray, shape: tuple[int, ...]) -> Array | None:
+        """A bias of `shape` drawn with the weight's std, or None without bias."""
+        return self.std * jax.random.normal(key, shape, self.dtype) if self.bias else None
+
+
+def conv_options(
+    in_channels: int,
+    out_channels: int,
+    n_modes: int | Sequence[int],
+    *,
+    implementation: str = "factorized",
+    transform: str = "auto",
+    separable: bool = False,
+    bias: bool = True,
+    init_std: Real | str = "auto",
+    dtype=None,
+) -> ConvOptions:
+    """The options every spectral convolution takes (`SpectralConv`,
+    `JointSpectralConv`), checked and resolved in one place.
+
+    - `implementation`: `"factorized"` (contract the input with the factors) or
+      `"reconstructed"` (build the dense weight first); same output.
+    - `transform`: `"auto"` (default), `"fft"` or `"dft"`: how the kept Fourier
+      modes are computed (see `spectral_conv`); same output up to rounding.
+    - `separable`: channel-diagonal weight `(C, *modes)` (needs `C_in == C_out`).
+    - `bias`: add a learned per-channel bias.
+    - `init_std`: std of the weight entries; `"auto"` is
+      `sqrt(2 / (C_in + C_out))`, also used for the bias.
+    - `dtype`: real dtype of the parameters.
+
+    **Returns:** a `ConvOptions`; its `weight_shape` is `(C_in, C_out,
+    *kept_shape(n_modes))`, or `(C, *kept_shape(n_modes))` if `separable`.
+    """
     n_modes = _check_n_modes(n_modes)
     check_choice("implementation", implementation, IMPLEMENTATIONS)
+    check_choice("transform", transform, TRANSFORMS)
     if separable and in_channels != out_channels:
         raise ValueError(
             f"`separable=True` needs in_channels == out_channels, got {in_channels} and {out_channels}."
@@ -358,7 +375,32 @@ def conv_options(in_channels, out_channels, n_modes, implementation, separable, 
     if in_channels < 1 or out_channels < 1:
         raise ValueError(f"channel counts must be >= 1, got {in_channels}, {out_channels}.")
     std = math.sqrt(2.0 / (in_channels + out_channels)) if init_std == "auto" else init_std
-    return n_modes, std, (in_channels,) if separable else (in_channels, out_channels)
+    channels = (in_channels,) if separable else (in_channels, out_channels)
+    return ConvOptions(
+        n_modes,
+        implementation,
+        transform,
+        bool(separable),
+        bool(bias),
+        std,
+        channels + kept_shape(n_modes),
+        default_float_dtype(dtype),
+    )
+
+
+def apply_conv(conv, x, weight, bias, output_shape=None) -> Array:
+    """`spectral_conv` of `x` with `weight` and `bias` under the options a
+    spectral convolution module `conv` stores."""
+    return spectral_conv(
+        x,
+        weight,
+        bias,
+        conv.n_modes,
+        output_shape=output_shape,
+        separable=conv.separable,
+        implementation=conv.implementation,
+        transform=conv.transform,
+    )
 
 
 def check_input(x, in_channels: int, n_dims: int, who: str) -> None:

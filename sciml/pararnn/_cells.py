@@ -126,10 +126,13 @@ def _check_sizes(input_size, hidden_size, num_heads):
         )
 
 
-def _para_init(key, input_size, hidden_size, num_heads, dtype, rows_a, rows_c=0):
-    """ParaRNN initialisation: recurrent diagonals `A ~ N(0, (2/√(5H))²)` (the
-    "xlstm" rule, also for peepholes `C`), per-head input blocks `B` Xavier-uniform,
-    biases zero except the first gate's `−linspace(0, 1, H)`."""
+def _para_init(key, input_size, hidden_size, num_heads, dtype, rows_c=0):
+    """ParaRNN initialisation of `(A, B, b, C)` for three gates, sizes checked:
+    recurrent diagonals `A ~ N(0, (2/√(5H))²)` (the "xlstm" rule, also for the
+    `rows_c` rows of peepholes `C`; None without), per-head input blocks `B`
+    Xavier-uniform, biases zero except the first gate's `−linspace(0, 1, H)`."""
+    _check_sizes(input_size, hidden_size, num_heads)
+    dtype, rows_a = default_float_dtype(dtype), 3
     ka, kb, kc = jax.random.split(key, 3)
     head_in, head_state = input_size // num_heads, hidden_size // num_heads
     std = 2 / math.sqrt(5 * hidden_size)
@@ -149,33 +152,12 @@ def _para_init(key, input_size, hidden_size, num_heads, dtype, rows_a, rows_c=0)
 
 class _AbstractParaCell(AbstractCell):
     """What the ParaRNN cells share: per-head input projections `B x_t + b` with
-    `B` block-diagonal over heads, their sizes, and the constructor (with
-    `peepholes` rows of peephole weights `C` when the cell has them)."""
+    `B` block-diagonal over heads. Fields and constructors live in the final
+    cells (their fields in the order of saved checkpoints)."""
 
-    peepholes: ClassVar[int] = 0
-    # (declared in this order, and `A`, `C` in the subclasses, so the leaves keep
-    # the order of saved checkpoints)
     B: eqx.AbstractVar[Array]
     b: eqx.AbstractVar[Array]
     num_heads: eqx.AbstractVar[int]
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_heads: int = 1,
-        *,
-        dtype=None,
-        key: PRNGKeyArray,
-    ):
-        _check_sizes(input_size, hidden_size, num_heads)
-        dtype = default_float_dtype(dtype)
-        self.A, self.B, self.b, C = _para_init(
-            key, input_size, hidden_size, num_heads, dtype, 3, rows_c=self.peepholes
-        )
-        if self.peepholes:
-            self.C = C
-        self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
 
     def project(
         self, xs: Float[Array | np.ndarray, "length input"]
@@ -215,6 +197,12 @@ class ParaGRU(_AbstractParaCell):
     hidden_size: int = eqx.field(static=True)
     num_heads: int = eqx.field(static=True)
 
+    def __init__(
+        self, input_size: int, hidden_size: int, num_heads=1, *, dtype=None, key: PRNGKeyArray
+    ):
+        self.A, self.B, self.b, _ = _para_init(key, input_size, hidden_size, num_heads, dtype)
+        self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
+
     def step(self, h: Float[Array, " hidden"], u: Float[Array, "3 hidden"]) -> Array:
         z = jax.nn.sigmoid(self.A[0] * h + u[0])
         r = jax.nn.sigmoid(self.A[1] * h + u[1])
@@ -242,7 +230,6 @@ class ParaLSTM(_AbstractParaCell):
     """
 
     structure: ClassVar[AbstractStructure] = Block(2)
-    peepholes: ClassVar[int] = 2
     A: Float[Array, "3 hidden"]
     C: Float[Array, "2 hidden"]
     B: Float[Array, "heads head_in 3 head_hidden"]
@@ -254,6 +241,14 @@ class ParaLSTM(_AbstractParaCell):
     @property
     def state_size(self) -> int:
         return 2 * self.hidden_size
+
+    def __init__(
+        self, input_size: int, hidden_size: int, num_heads=1, *, dtype=None, key: PRNGKeyArray
+    ):
+        self.A, self.B, self.b, self.C = _para_init(
+            key, input_size, hidden_size, num_heads, dtype, rows_c=2
+        )
+        self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
 
     def step(self, s: Float[Array, " state"], u: Float[Array, "3 hidden"]) -> Array:
         c, h = jnp.split(s, 2)
@@ -267,9 +262,19 @@ class ParaLSTM(_AbstractParaCell):
         return states[:, self.hidden_size :]
 
 
-def _dense_init(key, shape, dtype, hidden_size):
-    limit = 1 / math.sqrt(hidden_size)
-    return jax.random.uniform(key, shape, dtype, minval=-limit, maxval=limit)
+def _dense_init(key, input_size, hidden_size, gates, dtype, n_biases=1):
+    """Dense cell weights `(weight_ih, weight_hh, bias, ...)` of `gates` gates,
+    sizes checked, every entry `U(−1/√H, 1/√H)` (equinox's and PyTorch's rule);
+    the second bias, if any, has `H` entries."""
+    _check_sizes(input_size, hidden_size, 1)
+    dtype, limit = default_float_dtype(dtype), 1 / math.sqrt(hidden_size)
+    rows = gates * hidden_size
+    shapes = [(rows, input_size), (rows, hidden_size), (rows,), (hidden_size,)][: 2 + n_biases]
+    keys = jax.random.split(key, len(shapes))
+    return tuple(
+        jax.random.uniform(k, shape, dtype, minval=-limit, maxval=limit)
+        for k, shape in zip(keys, shapes)
+    )
 
 
 class GRU(AbstractCell):
@@ -291,13 +296,9 @@ class GRU(AbstractCell):
     hidden_size: int = eqx.field(static=True)
 
     def __init__(self, input_size: int, hidden_size: int, *, dtype=None, key: PRNGKeyArray):
-        _check_sizes(input_size, hidden_size, 1)
-        dtype = default_float_dtype() if dtype is None else dtype
-        k1, k2, k3, k4 = jax.random.split(key, 4)
-        self.weight_ih = _dense_init(k1, (3 * hidden_size, input_size), dtype, hidden_size)
-        self.weight_hh = _dense_init(k2, (3 * hidden_size, hidden_size), dtype, hidden_size)
-        self.bias = _dense_init(k3, (3 * hidden_size,), dtype, hidden_size)
-        self.bias_n = _dense_init(k4, (hidden_size,), dtype, hidden_size)
+        self.weight_ih, self.weight_hh, self.bias, self.bias_n = _dense_init(
+            key, input_size, hidden_size, 3, dtype, n_biases=2
+        )
         self.input_size, self.hidden_size = input_size, hidden_size
 
     def project(
@@ -332,12 +333,9 @@ class LSTM(AbstractCell):
     hidden_size: int = eqx.field(static=True)
 
     def __init__(self, input_size: int, hidden_size: int, *, dtype=None, key: PRNGKeyArray):
-        _check_sizes(input_size, hidden_size, 1)
-        dtype = default_float_dtype() if dtype is None else dtype
-        k1, k2, k3 = jax.random.split(key, 3)
-        self.weight_ih = _dense_init(k1, (4 * hidden_size, input_size), dtype, hidden_size)
-        self.weight_hh = _dense_init(k2, (4 * hidden_size, hidden_size), dtype, hidden_size)
-        self.bias = _dense_init(k3, (4 * hidden_size,), dtype, hidden_size)
+        self.weight_ih, self.weight_hh, self.bias = _dense_init(
+            key, input_size, hidden_size, 4, dtype
+        )
         self.input_size, self.hidden_size = input_size, hidden_size
 
     @property

@@ -16,6 +16,7 @@ from sciml.operators import (
     MGTFNO,
     TFNO,
     ChannelMLP,
+    JointSpectralConv,
     SpectralConv,
     cp_rank,
     factorized_size,
@@ -228,8 +229,49 @@ def test_fno_refuses_a_nan_when_called_eagerly(cls, bad_field):
     assert bool(jnp.isnan(eqx.filter_jit(model)(bad_field)).all())
 
 
+def test_mgtfno_refuses_a_model_it_cannot_wrap(untyped):
+    # MGTFNO wraps a built FNO: one that embeds tile-local coordinates, or whose
+    # input channels are not (field + coordinates) x (levels + 1), is refused.
+    def tfno(in_channels, **kwargs):
+        return eqx.filter_eval_shape(
+            TFNO, (4, 4), in_channels, 1, 4, n_layers=1, key=jax.random.key(0), **kwargs
+        )
+
+    with pytest.raises(TypeError, match="`model` must be an FNO"):
+        MGTFNO(eqx.filter_eval_shape(SpectralConv, 6, 6, (4, 4), key=jax.random.key(0)))
+    with pytest.raises(ValueError, match="built with positional_embedding=None"):
+        MGTFNO(tfno(6))
+    with pytest.raises(ValueError, match=r"in_channels=5, which is not \(C \+ 2\) \* 2"):
+        MGTFNO(tfno(5, positional_embedding=None))
+    with pytest.raises(ValueError, match=r"in_channels=4, which is not \(C \+ 2\) \* 2"):
+        MGTFNO(tfno(4, positional_embedding=None))  # C = 0: no field channel left
+    assert MGTFNO(tfno(6, positional_embedding=None)).in_channels == 1
+    assert MGTFNO(tfno(4, positional_embedding=None), positional_embedding=None).in_channels == 2
+
+
+@pytest.mark.parametrize(
+    "option,match",
+    [
+        (dict(implementation="dense"), "`implementation` must be one of"),
+        (dict(transform="matmul"), "`transform` must be one of"),
+        (dict(separable=True), "`separable=True` needs in_channels == out_channels"),
+    ],
+)
+def test_joint_and_plain_spectral_conv_refuse_the_same_options(option, match):
+    # both read their options through one `conv_options`
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match=match):
+        SpectralConv(2, 3, (4, 4), key=key, **option)
+    with pytest.raises(ValueError, match=match):
+        JointSpectralConv(2, 2, 3, (4, 4), key=key, **option)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'implementaton'"):
+        JointSpectralConv(2, 2, 2, (4, 4), key=key, implementaton="reconstructed")
+
+
 def test_mgtfno_refuses_a_nan_when_called_eagerly(bad_field):
-    model = MGTFNO((4, 4), 1, 1, 4, n_layers=1, levels=1, key=jax.random.key(0))
+    tile_in = MGTFNO.tile_channels(1, 2, 1, "grid")
+    tfno = TFNO((4, 4), tile_in, 1, 4, n_layers=1, positional_embedding=None, key=jax.random.key(0))
+    model = MGTFNO(tfno, levels=1)
     with pytest.raises(ValueError, match="`x` must be finite"):
         model(bad_field)
     with pytest.raises(ValueError, match="`y` must be finite"):

@@ -11,6 +11,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from sciml.operators import (
     FNO,
     MGTFNO,
+    TFNO,
     domain_reduction,
     grid_embedding,
     multigrid_patches,
@@ -18,6 +19,16 @@ from sciml.operators import (
     split_tiles,
     stitch_patches,
 )
+
+
+def mgtfno(n_modes, in_channels, *args, levels=1, positional_embedding="grid", **kwargs):
+    """An MG-TFNO from the field's arguments: a TFNO for one tile, wrapped."""
+    mg = {
+        k: kwargs.pop(k) for k in ("padding_fraction", "stitching", "tile_sharding") if k in kwargs
+    }
+    tile_in = MGTFNO.tile_channels(in_channels, len(n_modes), levels, positional_embedding)
+    model = TFNO(n_modes, tile_in, *args, positional_embedding=None, **kwargs)
+    return MGTFNO(model, levels=levels, positional_embedding=positional_embedding, **mg)
 
 
 def reference_patches(x, levels, fraction):
@@ -133,7 +144,7 @@ def test_bad_input_raises():
         multigrid_patches(jnp.zeros((1, 32, 32)), -1, 0.0)
     with pytest.raises(ValueError, match="`padding_fraction`"):
         multigrid_patches(jnp.zeros((1, 32, 32)), 1, -0.1)
-    model = eqx.filter_eval_shape(MGTFNO, (4, 4), 2, 1, 4, levels=1, key=jax.random.key(0))
+    model = eqx.filter_eval_shape(mgtfno, (4, 4), 2, 1, 4, levels=1, key=jax.random.key(0))
     with pytest.raises(ValueError, match="in_channels=2 but the input `x` has 1"):
         eqx.filter_eval_shape(model, jnp.zeros((1, 32, 32)))
     with pytest.raises(ValueError, match="not divisible"):
@@ -142,7 +153,7 @@ def test_bad_input_raises():
 
 @pytest.fixture(scope="module")
 def mg_model():
-    return MGTFNO(
+    return mgtfno(
         (6, 6), 1, 1, 8, n_layers=2, levels=2, padding_fraction=1 / 16, key=jax.random.key(2)
     )
 
@@ -164,7 +175,7 @@ def test_mgtfno_wraps_patch_model_stitch(mg_model):
 
 
 def test_mgtfno_per_tile_training_pair():
-    model = MGTFNO(
+    model = mgtfno(
         (4, 4),
         1,
         1,
@@ -186,7 +197,7 @@ def test_mgtfno_per_tile_training_pair():
 
 def test_zero_levels_is_the_plain_model():
     kwargs = dict(n_layers=1, factorization="tucker", rank=0.1, key=jax.random.key(6))
-    model = MGTFNO((4, 4), 1, 1, 4, levels=0, padding_fraction=0.0, **kwargs)
+    model = mgtfno((4, 4), 1, 1, 4, levels=0, padding_fraction=0.0, **kwargs)
     plain_model = FNO((4, 4), 1, 1, 4, **kwargs)
     x = jax.random.normal(jax.random.key(7), (1, 16, 16))
     mg, plain = eqx.filter_jit(lambda m, p, x: (m(x), p(x)))(model, plain_model, x)
@@ -197,7 +208,7 @@ def test_tiles_carry_global_coordinates():
     """Every tile sees where it lies in the field: its coordinate channels are
     the global `j / N` of its pixels (circularly wrapped in the border)."""
     n, levels, padding = 16, 2, 2
-    model = MGTFNO(
+    model = mgtfno(
         (4, 4),
         1,
         1,
@@ -215,19 +226,19 @@ def test_tiles_carry_global_coordinates():
         cols = (col * h - padding + np.arange(h + 2 * padding)) % n
         np.testing.assert_allclose(tiles[tile, 1], np.broadcast_to(rows[:, None] / n, (8, 8)))
         np.testing.assert_allclose(tiles[tile, 2], np.broadcast_to(cols[None, :] / n, (8, 8)))
-    plain = MGTFNO(
+    plain = mgtfno(
         (4, 4), 1, 1, 4, n_layers=1, levels=1, positional_embedding=None, key=jax.random.key(9)
     )
     assert plain.model.in_channels == 2
     with pytest.raises(ValueError, match="`positional_embedding` must be one of"):
-        MGTFNO((4, 4), 1, 1, 4, levels=1, positional_embedding="tile", key=jax.random.key(9))
+        mgtfno((4, 4), 1, 1, 4, levels=1, positional_embedding="tile", key=jax.random.key(9))
 
 
 def test_sharded_tiles_match_unsharded(mg_model):
     assert jax.device_count() == 4, "conftest sets 4 virtual CPU devices"
     mesh = Mesh(np.array(jax.devices()), ("tiles",))
     sharding = NamedSharding(mesh, PartitionSpec("tiles"))
-    sharded = MGTFNO(
+    sharded = mgtfno(
         (6, 6),
         1,
         1,

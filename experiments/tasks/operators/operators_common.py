@@ -43,13 +43,14 @@ def build_model(cfg, in_channels: int, out_channels: int, key, tile_sharding=Non
     if cfg.kind == "fno":
         return FNO(*args, **kwargs)
     if cfg.kind == "mgtfno":
+        levels = int(cfg.levels)
+        tile_in = MGTFNO.tile_channels(in_channels, len(args[0]), levels, "grid")
         return MGTFNO(
-            *args,
-            levels=int(cfg.levels),
+            FNO(args[0], tile_in, *args[2:], positional_embedding=None, **kwargs),
+            levels=levels,
             padding_fraction=float(cfg.padding_fraction),
             stitching=bool(cfg.stitching),
             tile_sharding=tile_sharding,
-            **kwargs,
         )
     raise ValueError(f"config.model.kind must be 'fno' or 'mgtfno', got {cfg.kind!r}.")
 
