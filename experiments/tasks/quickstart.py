@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sciml.experiment import Experiment, check_config, train_experiment
+from sciml.experiment import Experiment, check_config, save_figure, train_experiment
 
 
 def heat_data(key, n: int, resolution: int, n_modes: int, diffusivity: float, t_final: float):
@@ -69,22 +69,35 @@ def build(config) -> Experiment:
         return {"test_rel_l2": relative_l2(jax.vmap(model)(x_test), y_test)}
 
     def plot(model, plot_dir: Path):
-        import matplotlib.pyplot as plt
-
-        pred = np.asarray(jax.vmap(model)(x_test[:3]))
-        grid = np.arange(data.resolution) / data.resolution
-        fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), sharey=True)
-        for i, ax in enumerate(axes):
-            ax.plot(grid, np.asarray(x_test[i]), color="0.6", label="initial $u_0$")
-            ax.plot(grid, np.asarray(y_test[i]), "k", label="exact $u(T)$")
-            ax.plot(grid, pred[i], "C1--", label="MLP prediction")
-            ax.set(xlabel="x", title=f"test sample {i}")
-        axes[0].legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(plot_dir / "predictions.png", dpi=120)
-        plt.close(fig)
+        axes = plot_predictions(x_test[:3], y_test[:3], jax.vmap(model)(x_test[:3]))
+        save_figure(axes[0], plot_dir / "predictions.png")
 
     return Experiment(model=model, loss_fn=loss_fn, batch_fn=batch_fn, evaluate=evaluate, plot=plot)
+
+
+def plot_predictions(x, y, pred, axes=None):
+    """Each sample's initial temperature, exact `u(T)` and the prediction, side by side.
+
+    **Arguments:** `x`, `y`, `pred`: `(n, resolution)` on the periodic grid;
+    `axes`, `n` matplotlib axes (default: a new figure).
+
+    **Returns:** the axes.
+    """
+    import matplotlib.pyplot as plt
+
+    new = axes is None
+    if new:
+        _, axes = plt.subplots(1, len(x), figsize=(4 * len(x), 3.2), sharey=True)
+    grid = np.arange(x.shape[-1]) / x.shape[-1]
+    for i, ax in enumerate(axes):
+        ax.plot(grid, np.asarray(x[i]), color="0.6", label="initial $u_0$")
+        ax.plot(grid, np.asarray(y[i]), "k", label="exact $u(T)$")
+        ax.plot(grid, np.asarray(pred[i]), "C1--", label="MLP prediction")
+        ax.set(xlabel="x", title=f"test sample {i}")
+    axes[0].legend(fontsize=8)
+    if new:
+        axes[0].figure.tight_layout()
+    return axes
 
 
 def train_and_evaluate(config, workdir: Path) -> dict:
