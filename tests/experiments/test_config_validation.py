@@ -137,3 +137,13 @@ def test_help_lists_configs_and_override_syntax(capsys, monkeypatch):
     assert "--config.KEY=VALUE" in out
     for name in CONFIGS:
         assert f"experiments/configs/{name}.py" in out
+
+
+@pytest.mark.parametrize("key", ["newton.fallback", "newton.method"])
+def test_char_lm_refuses_newton_settings_it_cannot_run(key, tmp_path, capsys):
+    # char_lm runs only the sequential fallback and the automatic linear solver
+    config = str(ROOT / "experiments" / "configs" / "char_lm.py") + ":tiny"
+    argv = ["--config", config, "--workdir", str(tmp_path / "r"), f"--config.{key}=none"]
+    assert main(argv) == 2
+    assert f"config key {key!r} is 'none'; accepted: " in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -101,9 +101,8 @@ def build_model(config, key) -> RNNModel:
 
 def mode_solvers(config) -> dict:
     """The recurrent layers' solver of each mode."""
-    # config.newton: max_iter, fallback ("sequential" only) and method ("auto") of the Newton layers
-    if config.newton.fallback != "sequential" or config.newton.method != "auto":
-        raise ValueError("char_lm supports newton.fallback='sequential' and newton.method='auto'.")
+    # config.newton: max_iter, fallback ("sequential" only) and method ("auto" only, both
+    # checked by validate_config) of the Newton layers
     return {
         "sequential": Sequential(),
         "newton": Fallback(
@@ -209,5 +208,9 @@ def validate_config(config) -> None:
             "model.num_heads", "model.mlp_ratio", "newton.max_iter",
         ),
         positive_numbers=("data.val_fraction",),
-        choices={"model.dtype": ("float32", "float64", "bfloat16", "float16")},
+        choices={
+            "model.dtype": ("float32", "float64", "bfloat16", "float16"),
+            "newton.fallback": ("sequential",),
+            "newton.method": ("auto",),
+        },
     )  # fmt: skip
