@@ -162,8 +162,8 @@ def bench_shipped(
     per scene and method (float64 outer loop, `x₀ = 0`, a smooth right-hand
     side, `‖b − A x‖ ≤ rtol ‖b‖`). Host-callback methods (`ic0`, `amg`) run
     only on grids of at most `host_max_cells` cells. With `seconds_left`, a
-    grid is skipped (a line with a note) when its predicted time exceeds what
-    is left: the last grid's solve and setup seconds scaled by the cell ratio
+    scene is skipped (a line with a note) when its predicted time exceeds what
+    is left: the last scene's solve and setup seconds scaled by the cell ratio
     to the power 1.5 (iterations grow with the side), plus its compile seconds."""
     env = environment() if env is None else env
     config = (dcdm_poisson2d if dim == 2 else dcdm_poisson3d).get_config()
@@ -176,29 +176,30 @@ def bench_shipped(
     # would not see the thread-local `jax.enable_x64` context)
     previous = bool(jax.config.jax_enable_x64)
     jax.config.update("jax_enable_x64", True)
-    last = None  # (cells, run seconds, compile seconds) of the last grid
+    last = None  # (cells, run seconds, compile seconds) of the last scene
     try:
         for resolution in resolutions:
             cells = resolution**dim
-            if seconds_left is not None and last is not None:
-                ratio = (cells / last[0]) ** 1.5
-                predicted = last[1] * ratio + last[2]
-                if predicted > seconds_left():
-                    emit(
-                        {
-                            "benchmark": "dcdm_solve",
-                            "dim": dim,
-                            "resolution": resolution,
-                            "note": f"skipped: predicted {predicted:.0f} s, "
-                            f"{max(seconds_left(), 0):.0f} s left",
-                        }
-                    )
-                    continue
-            grid_start, compile_total = time.perf_counter(), 0.0
             # one compilation per grid for the pytree directions (their arrays are
             # arguments); the AMG and IC(0) closures compile once per scene
             compiled = {}
             for seed in seeds:
+                if seconds_left is not None and last is not None:
+                    ratio = (cells / last[0]) ** 1.5
+                    predicted = last[1] * ratio + last[2]
+                    if predicted > seconds_left():
+                        emit(
+                            {
+                                "benchmark": "dcdm_solve",
+                                "dim": dim,
+                                "resolution": resolution,
+                                "seed": int(seed),
+                                "note": f"skipped: predicted {predicted:.0f} s, "
+                                f"{max(seconds_left(), 0):.0f} s left",
+                            }
+                        )
+                        continue
+                scene_start, compile_total = time.perf_counter(), 0.0
                 labels = scene(config, resolution, seed)
                 b = jnp.asarray(random_rhs(labels, seed=int(seed), kind="smooth"), jnp.float64)
                 op, matrix = PoissonOperator(labels), assemble(labels)
@@ -225,8 +226,8 @@ def bench_shipped(
                             **env,
                         }
                     )
-            elapsed = time.perf_counter() - grid_start
-            last = (cells, elapsed - compile_total, compile_total)
+                elapsed = time.perf_counter() - scene_start
+                last = (cells, elapsed - compile_total, compile_total)
     finally:
         jax.config.update("jax_enable_x64", previous)
 
