@@ -1,6 +1,7 @@
-"""The turbulent Navier–Stokes comparison (`ns_turbulent`): its spectrum, and the
+"""The turbulent Navier–Stokes comparison (`ns_turbulent`): its spectrum, the
 tiny config end to end (tables per training-set size, summary keys, plots,
-resume)."""
+resume), and the pre-registered paired comparison (its t-interval, verdict and
+5-seed smoke run)."""
 
 import json
 
@@ -8,7 +9,13 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks.operators.ns_turbulent import radial_spectrum
+from experiments.tasks.operators.ns_turbulent import (
+    PAIRED_METRICS,
+    paired_difference,
+    paired_results,
+    radial_spectrum,
+    verdict,
+)
 
 
 CONFIGS = run.__file__.rsplit("/", 1)[0] + "/configs"
@@ -116,3 +123,89 @@ def test_mg_rows_get_their_memory_per_device_with_the_tiles_sharded():
     # tile activations (measured 0.26 of the one-device peak; parameters and
     # optimiser state are replicated)
     assert 0.2 < int(mg_sharded) / int(mg) < 0.35, (mg, mg_sharded)
+
+
+# --- the pre-registered paired comparison (`:paper`) ----------------------------
+
+
+def test_paired_interval_matches_a_hand_computed_value():
+    # d = baseline - candidate = (2, 2, -1, 4, 2) / 100: mean 0.018, sample sd
+    # sqrt(1.28e-3 / 4) = 0.017889, standard error 0.008 exactly; t(0.975, 4 dof)
+    # = 2.776445 from a t table, so the interval is 0.018 -+ 0.0222116
+    baseline = [0.30, 0.32, 0.29, 0.35, 0.31]
+    candidate = [0.28, 0.30, 0.30, 0.31, 0.29]
+    diff = paired_difference(baseline, candidate)
+    half = 2.776445 * 0.008
+    # rtol 1e-6 for the table's 7 digits (measured 2e-7); the sd over n instead of
+    # n - 1 misses by 0.56, the normal quantile 1.96 instead of t by 1.55
+    np.testing.assert_allclose(
+        [diff["mean"], diff["low"], diff["high"]], [0.018, 0.018 - half, 0.018 + half], rtol=1e-6
+    )
+    assert verdict(diff) == "not shown: the interval contains 0"
+    assert verdict(paired_difference(baseline, np.subtract(candidate, 0.03))) == "direction holds"
+    assert verdict(paired_difference(candidate, baseline)) == "not shown: the interval contains 0"
+    assert verdict({"low": -0.2, "high": -0.1}) == "direction reversed"
+    with pytest.raises(ValueError, match="two or more seeds"):
+        paired_difference([0.3], [0.2])
+
+
+def test_paired_results_hold_every_seed_and_the_verdict():
+    rng = np.random.default_rng(0)
+    runs = {
+        spec: {
+            seed: {m: float(rng.uniform(0.1, 0.2)) + shift for m in PAIRED_METRICS}
+            for seed in (0, 1, 2)
+        }
+        for spec, shift in (("dense", 0.5), ("joint:0.001", 0.0))
+    }
+    summary, table = paired_results(runs, ("dense", "joint:0.001"))
+    assert summary["paired.verdict"] == "direction holds"  # every seed 0.3 to 0.6 apart
+    for seed in (0, 1, 2):
+        for m in PAIRED_METRICS:
+            assert summary[f"dense/seed{seed}.{m}"] == runs["dense"][seed][m]
+    test_h1 = [
+        runs["dense"][s]["test_rel_h1"] - runs["joint:0.001"][s]["test_rel_h1"] for s in (0, 1, 2)
+    ]
+    np.testing.assert_allclose(summary["paired.test_rel_h1.mean"], np.mean(test_h1), rtol=1e-14)
+    assert "**direction holds**" in table and table.count("\n| 2 |") == 1
+
+
+def test_a_paired_comparison_needs_seeds_and_trained_models(tmp_path):
+    config = run.load_config(f"{CONFIGS}/ns_turbulent.py:paper_tiny")
+    assert config.seeds == (0, 1, 2, 3, 4) and config.paired == ("dense", "joint:0.001")
+    with config.unlocked():
+        config.seeds = (3,)
+    with pytest.raises(ValueError, match="config.paired needs two or more distinct config.seeds"):
+        run.main_from_config(config, tmp_path)
+    with config.unlocked():
+        config.seeds = (0, 1)
+        config.paired = ("dense", "tucker:0.1")
+    with pytest.raises(ValueError, match="config.paired must be two of config.models"):
+        run.main_from_config(config, tmp_path)
+    assert not (tmp_path / "models").exists()
+
+
+@pytest.mark.slow
+def test_paper_tiny_gives_the_paired_table(tmp_path):
+    # two of the five seeds keep it to four short trainings
+    config = run.load_config(f"{CONFIGS}/ns_turbulent.py:paper_tiny")
+    with config.unlocked():
+        config.seeds = (0, 1)
+    summary = run.main_from_config(config, tmp_path)
+    for seed in config.seeds:
+        for spec in config.paired:
+            for m in PAIRED_METRICS:
+                assert np.isfinite(summary[f"n8/{spec}/seed{seed}.{m}"]), (seed, spec, m)
+        assert (tmp_path / "models" / "n8" / "dense" / f"seed{seed}" / "result.json").is_file()
+    # the seeds differ (initialisation and batch order), the data do not
+    test_l2 = [summary[f"n8/dense/seed{s}.test_rel_l2"] for s in config.seeds]
+    assert test_l2[0] != test_l2[1]
+    for m in PAIRED_METRICS:
+        assert summary[f"n8/paired.{m}.low"] < summary[f"n8/paired.{m}.high"]
+    assert summary["n8/paired.verdict"] in (
+        "direction holds",
+        "direction reversed",
+        "not shown: the interval contains 0",
+    )
+    assert "#### 2 seeds, paired" in (tmp_path / "table.md").read_text()
+    assert (tmp_path / "plots" / "paired.png").stat().st_size > 10_000
