@@ -28,7 +28,7 @@ from typing import Any
 import ml_collections
 
 from sciml.training import OptimizerSettings, TrainSettings
-from sciml.training._settings import defaults
+from sciml.training._settings import field_defaults
 
 from ._standard import _CONFIG_SETTINGS
 
@@ -52,7 +52,7 @@ def train_block(
     train.steps = steps
     if batch_size is not None:
         train.batch_size = batch_size
-    settings = {k: v for k, v in defaults(TrainSettings).items() if k in _CONFIG_SETTINGS}
+    settings = {k: v for k, v in field_defaults(TrainSettings).items() if k in _CONFIG_SETTINGS}
     train.update({**settings, **keys})
     return train
 
@@ -71,7 +71,11 @@ def optimizer_block(
     `decay_steps` is `steps` (pass the `FieldReference` of `train.steps` to link
     them), so a config choosing `schedule="cosine"` decays over its run.
     """
-    values = {**defaults(OptimizerSettings), "learning_rate": learning_rate, "decay_steps": steps}
+    values = {
+        **field_defaults(OptimizerSettings),
+        "learning_rate": learning_rate,
+        "decay_steps": steps,
+    }
     optimizer = ml_collections.ConfigDict()
     for key, value in {**values, **keys}.items():
         optimizer[key] = ml_collections.ConfigDict(value) if isinstance(value, dict) else value

@@ -12,7 +12,7 @@ import ml_collections
 import optax
 
 from .._checks import check_choice, check_int, check_real, is_int
-from ._settings import OptimizerSettings, defaults
+from ._settings import OptimizerSettings, field_defaults
 
 
 # A plain mapping or an `ml_collections.ConfigDict` (which is not a `Mapping`).
@@ -20,7 +20,7 @@ ConfigLike = Mapping[str, Any] | ml_collections.ConfigDict
 
 
 #: The optimiser's keys and defaults, read from `OptimizerSettings` (written there only).
-DEFAULTS: dict[str, Any] = defaults(OptimizerSettings)
+DEFAULTS: dict[str, Any] = field_defaults(OptimizerSettings)
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "cosine", "step")
 GROUP_KEYS = ("learning_rate", "weight_decay", "schedule", "warmup_steps", "end_factor")

@@ -98,7 +98,7 @@ class OptimizerSettings:
     groups: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
-def defaults(cls: type) -> dict[str, Any]:
+def field_defaults(cls: type) -> dict[str, Any]:
     """`{field: default}` of a settings class (fields without one left out)."""
     out = {}
     for field in dataclasses.fields(cls):
