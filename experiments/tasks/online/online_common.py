@@ -21,6 +21,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from experiments.tasks.online.online_plots import plot_buffer, plot_validation
 from sciml.experiment import (
     ConfigError,
     check_config,
@@ -28,7 +29,7 @@ from sciml.experiment import (
     count_params,
     fingerprint,
     plot_loss,
-    readable_log_ticks,
+    save_figure,
     train_settings,
 )
 from sciml.online import (
@@ -196,64 +197,16 @@ def launcher_from_config(cfg: ml_collections.ConfigDict):
 def plot_study(metrics_path: Path, plot_dir: Path, *, run_name: str) -> None:
     """`validation.png` (validation error against samples received and steps)
     and `buffer.png` (samples received and trained, buffer fill, reuse)."""
-    import matplotlib.pyplot as plt
-
     records = read_metrics(metrics_path)
     train = [r for r in records if r.get("split") == "train" and "received" in r]
     evals = [r for r in records if r.get("split") == "eval"]
-    received_at = {r["step"]: r["received"] for r in train}
-
-    metric = next((k for k in ("val_rel_l2",) if evals and k in evals[0]), None)
-    if metric is not None:
-        steps = [r["step"] for r in evals]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-        axes[0].semilogy(steps, [r[metric] for r in evals], "o-", label="model")
-        if "persistence_rel_l2" in evals[0]:
-            axes[0].axhline(
-                evals[0]["persistence_rel_l2"], color="0.5", ls="--", label="persistence"
-            )
-        axes[0].set(xlabel="optimiser step", ylabel="validation relative L2")
-        axes[0].legend()
-        received = [received_at.get(s) for s in steps]
-        keep = [i for i, r in enumerate(received) if r is not None]
-        axes[1].semilogy(
-            [received[i] for i in keep],
-            [evals[i][metric] for i in keep],
-            "o-",
-            color="C1",
-            label="model",
-        )
-        if "persistence_rel_l2" in evals[0]:
-            axes[1].axhline(
-                evals[0]["persistence_rel_l2"], color="0.5", ls="--", label="persistence"
-            )
-            axes[1].legend()
-        axes[1].set(xlabel="samples received", ylabel="validation relative L2")
-        for ax in axes:
-            readable_log_ticks(ax)
-            ax.grid(alpha=0.3)
-        fig.suptitle(f"{run_name}: validation error on held-out solver runs")
-        fig.tight_layout()
-        fig.savefig(plot_dir / "validation.png", dpi=110)
-        plt.close(fig)
-
+    if evals and "val_rel_l2" in evals[0]:
+        title = f"{run_name}: validation error on held-out solver runs"
+        axes = plot_validation(evals, {r["step"]: r["received"] for r in train}, title=title)
+        save_figure(axes[0], plot_dir / "validation.png", dpi=110)
     if train:
-        steps = [r["step"] for r in train]
-        fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-        axes[0].plot(steps, [r["received"] for r in train], label="received")
-        axes[0].plot(steps, [r["trained"] for r in train], label="trained (reads)")
-        axes[0].set(xlabel="optimiser step", ylabel="samples", title="samples")
-        axes[0].legend()
-        axes[1].plot(steps, [r["fill"] for r in train], color="C2")
-        axes[1].set(xlabel="optimiser step", ylabel="fraction", title="buffer fill", ylim=(0, 1.05))
-        axes[2].plot(steps, [r["reuse"] for r in train], color="C3")
-        axes[2].set(xlabel="optimiser step", ylabel="mean reads", title="reads per buffered sample")
-        for ax in axes:
-            ax.grid(alpha=0.3)
-        fig.suptitle(f"{run_name}: training buffer")
-        fig.tight_layout()
-        fig.savefig(plot_dir / "buffer.png", dpi=110)
-        plt.close(fig)
+        axes = plot_buffer(train, title=f"{run_name}: training buffer")
+        save_figure(axes[0], plot_dir / "buffer.png", dpi=110)
 
 
 def online_summary(result: Any, n_params: int, seconds: float) -> dict[str, Any]:

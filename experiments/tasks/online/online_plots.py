@@ -1,0 +1,95 @@
+"""Plots of the online experiments: each takes `axes=None` and returns the axes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sciml.experiment import readable_log_ticks
+
+
+def _axes(axes: Any, n: int, figsize: tuple[float, float]) -> Any:
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(1, n, figsize=figsize)[1] if axes is None else axes
+
+
+def _finish(axes: Any, title: str) -> None:
+    """The title over a new figure's panels, laid out."""
+    fig = axes[0].figure
+    fig.suptitle(title)
+    fig.tight_layout()
+
+
+def plot_validation(
+    evals: list[dict],
+    received_at: dict[int, int],
+    *,
+    metric: str = "val_rel_l2",
+    title: str = "",
+    axes=None,
+) -> Any:
+    """The validation error against the optimiser step (left) and the samples
+    received by then (right), with the persistence baseline when recorded.
+
+    **Arguments:** `evals`, the `"eval"` records of `metrics.jsonl`;
+    `received_at`, the samples received at each training step; `metric`; `axes`,
+    two matplotlib axes (default: a new figure).
+
+    **Returns:** the axes.
+    """
+    new = axes is None
+    axes = _axes(axes, 2, (10, 3.6))
+    steps = [r["step"] for r in evals]
+    persistence = evals[0].get("persistence_rel_l2")
+    axes[0].semilogy(steps, [r[metric] for r in evals], "o-", label="model")
+    if persistence is not None:
+        axes[0].axhline(persistence, color="0.5", ls="--", label="persistence")
+    axes[0].set(xlabel="optimiser step", ylabel="validation relative L2")
+    axes[0].legend()
+    received = [received_at.get(s) for s in steps]
+    keep = [i for i, r in enumerate(received) if r is not None]
+    axes[1].semilogy(
+        [received[i] for i in keep],
+        [evals[i][metric] for i in keep],
+        "o-",
+        color="C1",
+        label="model",
+    )
+    if persistence is not None:
+        axes[1].axhline(persistence, color="0.5", ls="--", label="persistence")
+        axes[1].legend()
+    axes[1].set(xlabel="samples received", ylabel="validation relative L2")
+    for ax in axes:
+        readable_log_ticks(ax)
+        ax.grid(alpha=0.3)
+    if new:
+        _finish(axes, title)
+    return axes
+
+
+def plot_buffer(train: list[dict], *, title: str = "", axes=None) -> Any:
+    """Samples received and trained on, the buffer's fill and the reads per
+    buffered sample, against the optimiser step.
+
+    **Arguments:** `train`, the `"train"` records of `metrics.jsonl` (with
+    `received`, `trained`, `fill`, `reuse`); `title`, over a new figure;
+    `axes`, three matplotlib axes (default: a new figure).
+
+    **Returns:** the axes.
+    """
+    new = axes is None
+    axes = _axes(axes, 3, (13, 3.4))
+    steps = [r["step"] for r in train]
+    axes[0].plot(steps, [r["received"] for r in train], label="received")
+    axes[0].plot(steps, [r["trained"] for r in train], label="trained (reads)")
+    axes[0].set(xlabel="optimiser step", ylabel="samples", title="samples")
+    axes[0].legend()
+    axes[1].plot(steps, [r["fill"] for r in train], color="C2")
+    axes[1].set(xlabel="optimiser step", ylabel="fraction", title="buffer fill", ylim=(0, 1.05))
+    axes[2].plot(steps, [r["reuse"] for r in train], color="C3")
+    axes[2].set(xlabel="optimiser step", ylabel="mean reads", title="reads per buffered sample")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    if new:
+        _finish(axes, title)
+    return axes
