@@ -93,3 +93,36 @@ def plot_buffer(train: list[dict], *, title: str = "", axes=None) -> Any:
     if new:
         _finish(axes, title)
     return axes
+
+
+def plot_online_vs_offline(records: dict[str, list[dict]], *, title: str = "", axes=None) -> Any:
+    """The validation error on held-out runs (left) and the training loss
+    (right) against the optimiser step, one line per part.
+
+    **Arguments:** `records`, each part's (`"offline"`, `"online"`) records
+    of `metrics.jsonl`; `title`, over a new figure; `axes`, two matplotlib axes
+    (default: a new figure).
+
+    **Returns:** the axes.
+    """
+    new = axes is None
+    axes = _axes(axes, 2, (11, 3.8))
+    for (part, part_records), color in zip(records.items(), ("C0", "C1")):
+        evals = [r for r in part_records if r.get("split") == "eval" and "val_rel_l2" in r]
+        train = [r for r in part_records if r.get("split") == "train"]
+        axes[0].semilogy(
+            [r["step"] for r in evals], [r["val_rel_l2"] for r in evals], "o-", color=color,
+            label=part, ms=3,
+        )  # fmt: skip
+        axes[1].semilogy(
+            [r["step"] for r in train], [r["loss"] for r in train], color=color, label=part, lw=1
+        )
+    axes[0].set(xlabel="optimiser step", ylabel="relative L2 on held-out runs")
+    axes[1].set(xlabel="optimiser step", ylabel="training loss")
+    for ax in axes:
+        readable_log_ticks(ax)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    if new:
+        _finish(axes, title)
+    return axes

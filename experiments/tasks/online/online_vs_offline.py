@@ -42,7 +42,8 @@ from experiments.tasks.online.online_common import (
     study_from_config,
     validate_online_config,
 )
-from sciml.experiment import Experiment, check_config, readable_log_ticks, train_experiment
+from experiments.tasks.online.online_plots import plot_online_vs_offline
+from sciml.experiment import Experiment, check_config, save_figure, train_experiment
 from sciml.online import Study, offline_data, validation_data
 from sciml.training import read_metrics
 
@@ -123,30 +124,12 @@ def _part(workdir: Path, run) -> dict[str, Any]:
 def plot_comparison(workdir: Path, plot_dir: Path, *, run_name: str) -> None:
     """`online_vs_offline.png`: validation error (held-out runs) and training
     loss against the optimiser step, offline and online."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for part, color in (("offline", "C0"), ("online", "C1")):
-        records = read_metrics(workdir / part / "metrics.jsonl")
-        evals = [r for r in records if r.get("split") == "eval" and "val_rel_l2" in r]
-        train = [r for r in records if r.get("split") == "train"]
-        axes[0].semilogy(
-            [r["step"] for r in evals], [r["val_rel_l2"] for r in evals], "o-", color=color,
-            label=part, ms=3,
-        )  # fmt: skip
-        axes[1].semilogy(
-            [r["step"] for r in train], [r["loss"] for r in train], color=color, label=part, lw=1
-        )
-    axes[0].set(xlabel="optimiser step", ylabel="relative L2 on held-out runs")
-    axes[1].set(xlabel="optimiser step", ylabel="training loss")
-    for ax in axes:
-        readable_log_ticks(ax)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"{run_name}: online vs offline, same model and steps")
-    fig.tight_layout()
-    fig.savefig(plot_dir / "online_vs_offline.png", dpi=110)
-    plt.close(fig)
+    records = {
+        part: read_metrics(workdir / part / "metrics.jsonl") for part in ("offline", "online")
+    }
+    title = f"{run_name}: online vs offline, same model and steps"
+    axes = plot_online_vs_offline(records, title=title)
+    save_figure(axes[0], plot_dir / "online_vs_offline.png", dpi=110)
 
 
 def train_and_evaluate(config, workdir) -> dict:
