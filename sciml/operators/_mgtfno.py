@@ -25,8 +25,9 @@ class MGTFNO(eqx.Module):
 
     The input field is cut into `2^levels` tiles per axis, each widened by a
     circular border and given `levels` coarser context windows on extra
-    channels (`multigrid_patches`); one FNO (Tucker-factorised by default)
-    maps every tile; the borders are cropped and the tiles stitched back.
+    channels (`multigrid_patches`); one FNO built by the caller (a TFNO in
+    the paper) maps every tile; the borders are cropped and the tiles
+    stitched back.
 
     The positional embedding is *global*: the coordinate channels are appended
     to the whole field before it is patched (as `neuraloperator`'s data
