@@ -23,7 +23,8 @@ from experiments.tasks.online.online_common import (
     online_train_and_evaluate,
     validate_online_config,
 )
-from sciml.experiment import check_config
+from experiments.tasks.online.online_plots import Panel, plot_panels
+from sciml.experiment import check_config, save_figure
 from sciml.online import Study
 from sciml.operators import relative_lp_loss
 
@@ -80,28 +81,22 @@ def make_evaluate(inputs, resolution: int):
 
 def plot_predictions(model, inputs, data, plot_dir: Path, study: Study) -> None:
     """Truth, prediction and |error| at three times of the first validation run."""
-    import matplotlib.pyplot as plt
-
     s = int(study.settings["resolution"])
     picks = [0, study.n_steps // 4, study.n_steps - 1]
     batch = {k: jnp.asarray(data[k][picks]) for k in ("t", "temperature", "params")}
     pred = np.asarray(apply(model, inputs(batch), s))
-    fig, axes = plt.subplots(len(picks), 3, figsize=(10, 3.2 * len(picks)), squeeze=False)
-    for row, i in zip(axes, range(len(picks))):
+    rows = []
+    for i, pick in enumerate(picks):
         truth = np.asarray(batch["temperature"][i, 0])
-        low, high = float(truth.min()), float(truth.max())
-        panels = [(truth, "truth", "inferno"), (pred[i, 0], "prediction", "inferno")]
-        panels.append((np.abs(pred[i, 0] - truth), "|error|", "magma"))
-        for ax, (field, title, cmap) in zip(row, panels):
-            kwargs = {"vmin": low, "vmax": high} if title != "|error|" else {}
-            image = ax.imshow(field.T, origin="lower", cmap=cmap, **kwargs)
-            ax.set(title=title, xticks=[], yticks=[])
-            fig.colorbar(image, ax=ax, fraction=0.046)
-        t = float(data["t"][picks[i]][0])
-        row[0].set_ylabel(f"validation run {int(data['run'][picks[i]])}\nt = {t:.3g}")
-    fig.tight_layout()
-    fig.savefig(plot_dir / "predictions.png", dpi=110)
-    plt.close(fig)
+        limits = (float(truth.min()), float(truth.max()))
+        panels = [
+            Panel(truth, "truth", "inferno", limits),
+            Panel(pred[i, 0], "prediction", "inferno", limits),
+            Panel(np.abs(pred[i, 0] - truth), "|error|", "magma"),
+        ]
+        t = float(data["t"][pick][0])
+        rows.append((f"validation run {int(data['run'][pick])}\nt = {t:.3g}", panels))
+    save_figure(plot_panels(rows)[0, 0], plot_dir / "predictions.png", dpi=110)
 
 
 def surrogate(config, study: Study) -> Surrogate:

@@ -22,11 +22,13 @@ from experiments.tasks.online.online_common import (
     online_train_and_evaluate,
     validate_online_config,
 )
+from experiments.tasks.online.online_plots import Panel, plot_panels
 from experiments.tasks.operators.operators_common import (
     build_model,
     predict,
     validate_operator_config,
 )
+from sciml.experiment import save_figure
 from sciml.online import Study
 from sciml.operators import h1_loss, relative_lp_loss
 
@@ -86,36 +88,27 @@ def make_evaluate(inputs):
 
 def plot_predictions(model, inputs, validation, plot_dir: Path, study: Study) -> None:
     """ω(t), truth ω(t + Δ), prediction and |error| for three validation steps."""
-    import matplotlib.pyplot as plt
-
     n_steps = study.n_steps
     interval = float(study.settings.get("interval", float("nan")))  # Δ: time between the pair
     picks = [0, n_steps // 2, validation["w"].shape[0] - 1]
     batch = {k: jnp.asarray(validation[k][picks]) for k in ("w", "w_next", "params")}
     x, y = inputs(batch)
     pred = np.asarray(predict(model, x))
-    fig, axes = plt.subplots(len(picks), 4, figsize=(13, 3.2 * len(picks)), squeeze=False)
-    for row, i in zip(axes, range(len(picks))):
+    rows = []
+    for i, pick in enumerate(picks):
         truth = np.asarray(y[i, 0])
         vmax = float(np.max(np.abs(truth)))
+        limits, bar = (-vmax, vmax), "vorticity ω"
         panels = [
-            (np.asarray(x[i, 0]), "input ω(t)", "RdBu_r"),
-            (truth, f"truth ω(t + Δ), Δ = {interval:g}", "RdBu_r"),
-            (pred[i, 0], "prediction of ω(t + Δ)", "RdBu_r"),
-            (np.abs(pred[i, 0] - truth), "|prediction − truth|", "magma"),
+            Panel(np.asarray(x[i, 0]), "input ω(t)", "RdBu_r", limits, bar),
+            Panel(truth, f"truth ω(t + Δ), Δ = {interval:g}", "RdBu_r", limits, bar),
+            Panel(pred[i, 0], "prediction of ω(t + Δ)", "RdBu_r", limits, bar),
+            Panel(np.abs(pred[i, 0] - truth), "|prediction − truth|", "magma", None, "|ω error|"),
         ]
-        for ax, (field, title, cmap) in zip(row, panels):
-            kwargs = {"vmin": -vmax, "vmax": vmax} if cmap == "RdBu_r" else {}
-            image = ax.imshow(field.T, origin="lower", cmap=cmap, **kwargs)
-            ax.set(title=title, xticks=[], yticks=[])
-            bar = fig.colorbar(image, ax=ax, fraction=0.046)
-            bar.set_label("|ω error|" if cmap == "magma" else "vorticity ω")
-        run, step = int(validation["run"][picks[i]]), int(validation["step"][picks[i]])
-        nu = float(validation["params"][picks[i]][study.space.names.index("viscosity")])
-        row[0].set_ylabel(f"validation run {run}, step {step}\nν = {nu:.2e}")
-    fig.tight_layout()
-    fig.savefig(plot_dir / "predictions.png", dpi=110)
-    plt.close(fig)
+        run, step = int(validation["run"][pick]), int(validation["step"][pick])
+        nu = float(validation["params"][pick][study.space.names.index("viscosity")])
+        rows.append((f"validation run {run}, step {step}\nν = {nu:.2e}", panels))
+    save_figure(plot_panels(rows)[0, 0], plot_dir / "predictions.png", dpi=110)
 
 
 def surrogate(config, study: Study) -> Surrogate:

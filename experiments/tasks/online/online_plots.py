@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from sciml.experiment import readable_log_ticks
 
@@ -125,4 +125,45 @@ def plot_online_vs_offline(records: dict[str, list[dict]], *, title: str = "", a
         ax.legend()
     if new:
         _finish(axes, title)
+    return axes
+
+
+class Panel(NamedTuple):
+    """One image of `plot_panels`: a `(s, s)` field (first axis `x`)."""
+
+    field: Any
+    title: str
+    cmap: str
+    limits: tuple[float, float] | None = None  # the colour range (default: the field's)
+    bar_label: str | None = None
+
+
+def plot_panels(rows: list[tuple[str, list[Panel]]], axes=None) -> Any:
+    """Rows of fields side by side, each with its colour bar and the row's label.
+
+    **Arguments:** `rows`, `(row label, panels)` pairs; `axes`, a 2-D array
+    of matplotlib axes, one row per pair (default: a new figure, 3.2 in high a
+    row).
+
+    **Returns:** the axes.
+    """
+    import matplotlib.pyplot as plt
+
+    new = axes is None
+    if new:
+        n_cols = max(len(panels) for _, panels in rows)
+        width = {3: 10, 4: 13}.get(n_cols, 3.3 * n_cols)
+        _, axes = plt.subplots(len(rows), n_cols, figsize=(width, 3.2 * len(rows)), squeeze=False)
+    fig = axes[0][0].figure
+    for row, (label, panels) in zip(axes, rows):
+        for ax, panel in zip(row, panels):
+            low, high = panel.limits or (None, None)
+            image = ax.imshow(panel.field.T, origin="lower", cmap=panel.cmap, vmin=low, vmax=high)
+            ax.set(title=panel.title, xticks=[], yticks=[])
+            bar = fig.colorbar(image, ax=ax, fraction=0.046)
+            if panel.bar_label is not None:
+                bar.set_label(panel.bar_label)
+        row[0].set_ylabel(label)
+    if new:
+        fig.tight_layout()
     return axes
