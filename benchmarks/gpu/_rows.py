@@ -251,7 +251,7 @@ ROWS = (
         "benchmarks.gpu._speed:tfno_vs_neuraloperator",
         # H200: the TFNO pairs inside 90 s; now 8 dense pairs beside them
         h200(150),
-        250,
+        150,
         "TFNO (Tucker 0.1) train step, 128², hidden 32, batch 32; dense FNO, hidden 32 and 64, "
         "128² and 256², full float32 and TF32 on both sides",
         "neuraloperator 2.0 TFNO / FNO, same architecture, PyTorch Adam, in alternated pairs",
