@@ -45,7 +45,13 @@ from experiments.tasks.operators.operators_common import (
     validate_operator_config,
 )
 from experiments.tasks.operators.operators_ns import data_from_config, experiment
-from sciml.experiment import check_config, count_params, readable_log_ticks, train_experiment
+from sciml.experiment import (
+    check_config,
+    count_params,
+    readable_log_ticks,
+    save_figure,
+    train_experiment,
+)
 from sciml.training import make_optimizer
 
 
@@ -154,6 +160,25 @@ def markdown_table(rows: dict[str, dict], dense_params: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def spec_label(spec: str) -> str:
+    """A model spec in words, for a legend: `mg2-p4-tucker:0.1` is
+    `MG-TFNO, 2 levels, padding 1/4, Tucker rank 0.1`."""
+    match = SPEC.match(spec)
+    if match is None or match["kind"] == "dense":
+        return "dense FNO" if spec == "dense" else spec
+    weights = {"cp": "CP", "tucker": "Tucker", "tt": "TT", "joint": "joint Tucker"}
+    label = f"{weights[match['kind']]} rank {match['rank']}"
+    if match["levels"] is None:
+        return f"TFNO, {label}"
+    levels = int(match["levels"])
+    parts = [f"MG-TFNO, {levels} level{'s' if levels != 1 else ''}"]
+    if match["padding"] is not None:
+        parts.append(f"padding 1/{match['padding']}")
+    if match["tiles"]:
+        parts.append("tiles not stitched")
+    return ", ".join([*parts, label])
+
+
 def plot_errors_against_size(ax, rows: dict[str, dict]) -> None:
     """Test relative L2 error against parameter count on `ax`, one point per
     model (squares: dense, triangles: MG-TFNO, circles: the other TFNOs)."""
@@ -161,7 +186,7 @@ def plot_errors_against_size(ax, rows: dict[str, dict]) -> None:
         if r["test_rel_l2"] is None:
             continue
         marker = "s" if spec == "dense" else ("^" if spec.startswith("mg") else "o")
-        ax.loglog(r["n_params"], r["test_rel_l2"], marker, label=spec)
+        ax.loglog(r["n_params"], r["test_rel_l2"], marker, label=spec_label(spec))
     ax.set(xlabel="parameters", ylabel="test relative L2 error")
     readable_log_ticks(ax, "x")
     readable_log_ticks(ax, "y")
@@ -171,20 +196,25 @@ def plot_errors_against_size(ax, rows: dict[str, dict]) -> None:
     ax.grid(True, which="major", alpha=0.3)
 
 
-def plot_compression(rows: dict[str, dict], plot_dir: Path, title: str = "") -> None:
-    """Test relative L2 error against parameter count, one point per model."""
-    import matplotlib
+def plot_compression(rows: dict[str, dict], *, title: str = "", ax=None):
+    """Test relative L2 error against parameter count, one point per model.
 
-    matplotlib.use("Agg")
+    **Arguments:** `rows`, each spec's results; `title`, the run's name;
+    `ax`, a matplotlib axis (default: a new figure).
+
+    **Returns:** the axis.
+    """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    new = ax is None
+    if new:
+        _, ax = plt.subplots(figsize=(6, 4))
     plot_errors_against_size(ax, rows)
     ax.set_title(f"{title}: error against size" if title else "error against size")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(plot_dir / "compression.png", dpi=120)
-    plt.close(fig)
+    if new:
+        ax.figure.tight_layout()
+    return ax
 
 
 def train_and_evaluate(config, workdir: Path) -> dict:
@@ -204,7 +234,8 @@ def train_and_evaluate(config, workdir: Path) -> dict:
         model_dir = Path(workdir) / "models" / spec.replace(":", "-")
         rows[spec] = train_model(config, spec, data, model_dir)
     (Path(workdir) / "table.md").write_text(markdown_table(rows, dense_params))
-    plot_compression(rows, Path(workdir) / "plots", title=str(config.name))
+    compression = plot_compression(rows, title=str(config.name))
+    save_figure(compression, Path(workdir) / "plots" / "compression.png")
     summary = {"dense_params": dense_params}
     for spec, row in rows.items():
         row = {**row, "compression": dense_params / row["n_params"]}
