@@ -49,7 +49,7 @@ def test_v_cycle_equals_pyamg(name):
         r = rng.standard_normal(labels.shape)
         out = np.asarray(apply(jnp.asarray(r)))
         expected = reference.matvec(r.reshape(-1)[active])
-        # measured max error / max |expected|: 7e-16 (2d), 6e-16 (closed), 3e-16 (3d);
+        # measured max error / max |expected|: 4e-16 (2d), 6e-16 (closed), 5e-16 (3d);
         # the cycle without its post-smoother is off by 0.057 (12.1 of 213)
         scale = np.abs(expected).max()
         np.testing.assert_allclose(out.reshape(-1)[active], expected, rtol=0, atol=1e-13 * scale)
@@ -63,12 +63,13 @@ def test_v_cycle_in_float32():
     expected = DeviceAMG().hierarchy(A).aspreconditioner().matvec(r.reshape(-1)[active])
     out = jax.jit(DeviceAMG().build(matrix, labels.shape))(jnp.asarray(r, jnp.float32))
     assert out.dtype == jnp.float32
-    # measured max error / max |expected|: 1.4e-7 (float32 round-off)
+    # measured max error / max |expected|: 9.5e-8 (float32 round-off); 0.053
+    # without the post-smoother
     error = np.abs(np.asarray(out, np.float64).reshape(-1)[active] - expected).max()
     assert error <= 2e-6 * np.abs(expected).max()
 
 
-@pytest.mark.parametrize("name", ["2d", pytest.param("3d", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["2d", "3d"])
 def test_pcg_iterations_match_pyamg(name):
     import pyamg
 
@@ -94,7 +95,8 @@ def test_pcg_iterations_match_pyamg(name):
         DCDM(rtol=1e-8, max_steps=200, n_orthogonal=1),
     )
     steps = int(sol.stats["num_steps"])
-    # measured: the same count (15 at 32², 17 at 16³); 10–14 s each here (a solve compiled)
+    # measured: the same count (15 at 32², 17 at 16³); without the post-smoother
+    # 35 and 31
     assert abs(steps - expected) <= 1, (steps, expected)
     np.testing.assert_allclose(
         np.asarray(sol.value).reshape(-1)[active], x, rtol=0, atol=1e-6 * np.abs(x).max()
