@@ -56,6 +56,11 @@ MODELS = {
     "s4d_legs_clip": {"init": "legs"},
     "s4d_ptd": {"init": "ptd"},
 }
+LABELS = {
+    "s4d_legs": "S4D-LegS",
+    "s4d_legs_clip": "S4D-LegS, Im B clipped to ±2",
+    "s4d_ptd": "S4-PTD",
+}
 
 
 class RobustnessNet(eqx.Module):
@@ -222,7 +227,8 @@ def train_and_evaluate(config, workdir) -> dict:
 
     plot_dir = workdir / "plots"
     save_figure(plot_convergence(tuple(config.plot_sizes)), plot_dir / "transfer_distance.png")
-    save_figure(plot_accuracy(sweep, curves, clean, omega), plot_dir / "accuracy.png")
+    accuracy = plot_accuracy(sweep, curves, clean, omega, labels=LABELS)
+    save_figure(accuracy, plot_dir / "accuracy.png")
     return summary
 
 

@@ -10,14 +10,17 @@ def plot_accuracy(
     curves: dict[str, list[float]],
     clean: dict[str, float],
     omega: float,
+    *,
+    labels: dict[str, str] | None = None,
     ax: Any = None,
 ) -> Any:
     """Test accuracy against the noise amplitude, one line per model.
 
     **Arguments:** `sweep`, the noise amplitudes; `curves`, each model's
     accuracy at them; `clean`, each model's accuracy without noise (drawn at
-    amplitude 0); `omega`, the noise frequency (in the title); `ax`, a matplotlib
-    axis (default: a new figure).
+    amplitude 0); `omega`, the noise frequency (in the title); `labels`, each
+    model's legend entry (default: its name); `ax`, a matplotlib axis (default:
+    a new figure).
 
     **Returns:** the axis.
     """
@@ -27,7 +30,8 @@ def plot_accuracy(
     if new:
         _, ax = plt.subplots(figsize=(5, 3.5))
     for name, accuracies in curves.items():
-        ax.plot([0.0, *sweep], [clean[name], *accuracies], "o-", label=name)
+        label = (labels or {}).get(name, name)
+        ax.plot([0.0, *sweep], [clean[name], *accuracies], "o-", label=label)
     ax.set(
         xlabel="noise amplitude a (noise a·U(0,1)·cos ωt)",
         ylabel="test accuracy",
