@@ -147,3 +147,14 @@ def test_char_lm_refuses_newton_settings_it_cannot_run(key, tmp_path, capsys):
     assert main(argv) == 2
     assert f"config key {key!r} is 'none'; accepted: " in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "accepted"), [("online_heat", "'mse', 'l2'"), ("online_ns_tfno", "'h1', 'l2'")]
+)
+def test_online_surrogate_loss_is_checked_before_any_file(name, accepted, tmp_path, capsys):
+    config = str(ROOT / "experiments" / "configs" / f"{name}.py") + ":tiny"
+    argv = ["--config", config, "--workdir", str(tmp_path / "r"), "--config.train.loss=mae"]
+    assert main(argv) == 2
+    assert f"config key 'train.loss' is 'mae'; accepted: {accepted}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

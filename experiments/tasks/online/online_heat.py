@@ -24,6 +24,7 @@ from experiments.tasks.online.online_common import (
     validate_online_config,
 )
 from experiments.tasks.online.online_plots import Panel, plot_panels
+from sciml._checks import check_choice
 from sciml.experiment import check_config, save_figure
 from sciml.online import Study
 from sciml.operators import relative_lp_loss
@@ -53,8 +54,7 @@ def apply(model, x, resolution: int):
 
 
 def make_loss_fn(inputs, resolution: int, loss: str):
-    if loss not in ("mse", "l2"):
-        raise ValueError(f"config.train.loss must be 'mse' or 'l2', got {loss!r}.")
+    check_choice("config.train.loss", loss, ("mse", "l2"))
 
     def loss_fn(model, batch, key):
         pred, y = apply(model, inputs(batch), resolution), batch["temperature"]
@@ -123,8 +123,8 @@ train_and_evaluate = online_train_and_evaluate(surrogate)
 
 
 def validate_config(config) -> None:
-    """The online blocks and the MLP's width and depth, checked by the runner
-    before anything is written."""
+    """The online blocks, the MLP's width and depth and the loss, checked by the
+    runner before anything is written."""
     validate_online_config(config)
     check_config(
         config,
@@ -132,4 +132,5 @@ def validate_config(config) -> None:
             "model.width",
             "model.depth",
         ),
+        choices={"train.loss": ("mse", "l2")},
     )

@@ -28,7 +28,8 @@ from experiments.tasks.operators.operators_common import (
     predict,
     validate_operator_config,
 )
-from sciml.experiment import save_figure
+from sciml._checks import check_choice
+from sciml.experiment import check_config, save_figure
 from sciml.online import Study
 from sciml.operators import h1_loss, relative_lp_loss
 
@@ -58,8 +59,7 @@ def make_inputs(study: Study):
 
 
 def make_loss_fn(inputs, loss: str):
-    if loss not in ("h1", "l2"):
-        raise ValueError(f"config.train.loss must be 'h1' or 'l2', got {loss!r}.")
+    check_choice("config.train.loss", loss, ("h1", "l2"))
 
     def loss_fn(model, batch, key):
         x, y = inputs(batch)
@@ -129,7 +129,8 @@ train_and_evaluate = online_train_and_evaluate(surrogate)
 
 
 def validate_config(config) -> None:
-    """The online blocks and the TFNO's `model` block, checked by the runner
-    before anything is written."""
+    """The online blocks, the TFNO's `model` block and the loss, checked by the
+    runner before anything is written."""
     validate_online_config(config)
     validate_operator_config(config, data=False)
+    check_config(config, choices={"train.loss": ("h1", "l2")})
