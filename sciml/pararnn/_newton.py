@@ -16,6 +16,7 @@ from ..recurrence import (
     Diagonal,
     linear_recurrence,
 )
+from ..solution import RESULTS
 from ._solvers import (
     AbstractSolver,
     _check_guess,
@@ -88,7 +89,14 @@ class Newton(AbstractSolver):
         return _tolerance(self.rtol, self.atol, dtype)
 
     def iterate(self, fn, h0, xs, structure, guess, tolerance):
-        """Newton iterations from `guess`; returns `(iterations, hs, residual, finite)`."""
+        """Newton iterations from `guess`; returns `(iterations, hs, residual, result)`.
+
+        `result` travels in the loop (as in optimistix's `iterative_solve`):
+        `successful` while the iterates are finite, `recurrence_nonfinite` from
+        the first that is not (the loop stops there); a loop that stops still
+        `successful` above the tolerance ran out of steps
+        (`recurrence_max_steps_reached`).
+        """
         quasi = self.quasi and structure.kind != "diagonal"
         jac_structure = Diagonal() if quasi else structure
         # Where a Jacobian costs several cell evaluations (dense: `n` JVPs, block:
@@ -108,6 +116,9 @@ class Newton(AbstractSolver):
                 return values(hs), None
             return _linearise(fn, h0, xs, hs, structure, quasi)
 
+        def result_of(finite):
+            return RESULTS.where(finite, RESULTS.successful, RESULTS.recurrence_nonfinite)
+
         fs, jac = evaluate(guess)
         res, finite = _residual_and_finite(guess, fs, jac)
 
@@ -115,8 +126,8 @@ class Newton(AbstractSolver):
         # be non-finite: the carry keeps the iterate before it (`last`) and the
         # finite one is picked once after the loop, not by a select per iteration.
         def cond(state):
-            k, hs, _, _, _, res, finite = state
-            return (k < self.max_steps) & finite & ~(res <= tolerance(hs))
+            k, hs, _, _, _, res, result = state
+            return (k < self.max_steps) & (result == RESULTS.successful) & ~(res <= tolerance(hs))
 
         def body(state):
             k, hs, _, fs, jac, res, _ = state
@@ -126,10 +137,15 @@ class Newton(AbstractSolver):
             new = hs + self.omega * delta
             fs, jac = evaluate(new)
             new_res, finite = _residual_and_finite(new, fs, jac)
-            return k + 1, new, hs, fs, jac, jnp.where(finite, new_res, res), finite
+            return k + 1, new, hs, fs, jac, jnp.where(finite, new_res, res), result_of(finite)
 
-        start = (jnp.array(0, jnp.int32), guess, guess, fs, jac, res, finite)
-        k, hs, last, _, _, res, finite = lax.while_loop(cond, body, start)
+        start = (jnp.array(0, jnp.int32), guess, guess, fs, jac, res, result_of(finite))
+        k, hs, last, _, _, res, result = lax.while_loop(cond, body, start)
         # keep the last finite iterate: it is returned, or the backup starts from it
-        hs = jnp.where(finite, hs, last)
-        return k, hs, res, finite
+        hs = jnp.where(result == RESULTS.successful, hs, last)
+        result = RESULTS.where(
+            (result == RESULTS.successful) & ~(res <= tolerance(hs)),
+            RESULTS.recurrence_max_steps_reached,
+            result,
+        )
+        return k, hs, res, result

@@ -39,7 +39,6 @@ _WORST = {
     "nonfinite": jnp.any,
     "fallback": jnp.any,
     "fallback_iterations": jnp.max,
-    "failed_nonfinite": jnp.any,
 }
 
 
@@ -53,22 +52,27 @@ def _parts(solver):
 
 
 def _solve_window(fn, h0, xs, guess, structure, solver):
-    """The solver on one window; returns `(hs, stats)`."""
+    """The solver on one window; returns `(hs, result, stats)`.
+
+    Newton's result comes out of its loop (`successful`, `recurrence_nonfinite`
+    or `recurrence_max_steps_reached`); where it is not `successful` the backup
+    runs, and its states decide: `successful` if they meet the tolerance,
+    `recurrence_nonfinite` if they are not finite, else Newton's failure.
+    """
     newton, backup = _parts(solver)
     tolerance = (newton or backup).tolerance(h0.dtype)
     if newton is not None:
-        iterations, hs, res, finite = newton.iterate(fn, h0, xs, structure, guess, tolerance)
-    else:
-        hs, iterations, finite = guess, jnp.array(0, jnp.int32), all_finite(guess)
+        iterations, hs, res, result = newton.iterate(fn, h0, xs, structure, guess, tolerance)
+    else:  # DampedNewton alone: from the guess, a failure unless it converges
+        hs, iterations = guess, jnp.array(0, jnp.int32)
         fs = jax.vmap(fn)(shift(h0, hs), xs)
-        finite = finite & all_finite(fs)
+        finite = all_finite(hs) & all_finite(fs)
         res = jnp.where(finite, jnp.max(jnp.abs(hs - fs)), jnp.inf)
-    newton_converged = finite & (res <= tolerance(hs))
-    if newton is None:
-        newton_converged = jnp.array(False)
-        done = jnp.array(False)
-    else:
-        done = newton_converged
+        result = RESULTS.where(
+            finite, RESULTS.recurrence_max_steps_reached, RESULTS.recurrence_nonfinite
+        )
+    done = result == RESULTS.successful
+    nonfinite = result == RESULTS.recurrence_nonfinite
     if backup is None:
         fallback_iterations = jnp.array(0, jnp.int32)
     else:
@@ -76,21 +80,40 @@ def _solve_window(fn, h0, xs, guess, structure, solver):
             fn, h0, xs, structure, hs, res, done, tolerance
         )
     converged = (res <= tolerance(hs)) & all_finite(hs)
+    failed = RESULTS.where(
+        all_finite(hs) & ~nonfinite,
+        RESULTS.recurrence_max_steps_reached,
+        RESULTS.recurrence_nonfinite,
+    )
+    result = RESULTS.where(converged, RESULTS.successful, failed)
     stats = {
         "iterations": iterations,
         "residual": res,
         "converged": converged,
-        "newton_converged": newton_converged,
-        "nonfinite": ~finite,
+        "newton_converged": done,
+        "nonfinite": nonfinite,
         "fallback": ~done & (backup is not None) & (newton is not None),
         "fallback_iterations": fallback_iterations,
-        "failed_nonfinite": ~all_finite(hs) | (~finite & ~converged),
     }
-    return hs, stats
+    return hs, result, stats
+
+
+def _worst(results: RESULTS) -> RESULTS:
+    """The result of all windows: `recurrence_nonfinite` if any window is,
+    `successful` if every window is, else `recurrence_max_steps_reached`."""
+    return RESULTS.where(
+        jnp.any(results == RESULTS.recurrence_nonfinite),
+        RESULTS.recurrence_nonfinite,
+        RESULTS.where(
+            jnp.all(results == RESULTS.successful),
+            RESULTS.successful,
+            RESULTS.recurrence_max_steps_reached,
+        ),
+    )
 
 
 def _forward(fn, h0, xs, guess_array, structure, solver):
-    """All windows; returns `(hs, stats)`."""
+    """All windows; returns `(hs, result, stats)`."""
     newton, backup = _parts(solver)
     guess_kind = (newton or backup).guess
     length = jax.tree_util.tree_leaves(xs)[0].shape[0]
@@ -114,12 +137,12 @@ def _forward(fn, h0, xs, guess_array, structure, solver):
 
     def one(h_prev, inputs):
         x, g = inputs
-        hs, stats = _solve_window(fn, h_prev, x, guess_of(h_prev, x, g), structure, solver)
-        return hs[-1], (hs, stats)
+        hs, result, stats = _solve_window(fn, h_prev, x, guess_of(h_prev, x, g), structure, solver)
+        return hs[-1], (hs, result, stats)
 
-    _, (hs, stats) = lax.scan(one, h0, (xs_w, guess_w))
+    _, (hs, results, stats) = lax.scan(one, h0, (xs_w, guess_w))
     hs = hs.reshape(count * window, -1)[:length]
-    return hs, {k: _WORST[k](v) for k, v in stats.items()}
+    return hs, _worst(results), {k: _WORST[k](v) for k, v in stats.items()}
 
 
 def _make_solve(fn, structure, solver):
@@ -135,8 +158,8 @@ def _make_solve(fn, structure, solver):
         return _forward(cell(consts), h0, xs, guess, structure, solver)
 
     def solve_fwd(consts, h0, xs, guess):
-        hs, stats = _forward(cell(consts), h0, xs, guess, structure, solver)
-        return (hs, stats), (consts, h0, xs, hs)
+        out = _forward(cell(consts), h0, xs, guess, structure, solver)
+        return out, (consts, h0, xs, out[0])
 
     def solve_bwd(residuals, cotangents):
         consts, h0, xs, hs = residuals
@@ -174,18 +197,6 @@ def _check_cell(fn, h0, x_example):
             f"The cell fn(h, x) returned dtype {out.dtype} for a state of dtype {h0.dtype}; "
             "make them agree (cast h0 or the cell's parameters)."
         )
-
-
-def _result(stats) -> RESULTS:
-    return RESULTS.where(
-        stats["converged"],
-        RESULTS.successful,
-        RESULTS.where(
-            stats["failed_nonfinite"],
-            RESULTS.recurrence_nonfinite,
-            RESULTS.recurrence_max_steps_reached,
-        ),
-    )
 
 
 def solve_recurrence(
@@ -297,8 +308,8 @@ def solve_recurrence(
             "nonfinite": ~finite,
             "fallback": jnp.array(False),
             "fallback_iterations": zero,
-            "failed_nonfinite": ~finite,
         }
+        result = RESULTS.where(finite, RESULTS.successful, RESULTS.recurrence_nonfinite)
     else:
         newton, _ = _parts(solver)
         if newton is not None and newton.check_structure:
@@ -312,10 +323,8 @@ def solve_recurrence(
                 "(check_structure=True); declare the structure it has (Dense() always works).",
             )
         converted, consts = jax.closure_convert(lambda h, x: cell(h, x), h0, x_example)
-        hs, stats = _make_solve(converted, structure, solver)(consts, h0, xs, guess)
+        hs, result, stats = _make_solve(converted, structure, solver)(consts, h0, xs, guess)
         stats = lax.stop_gradient(stats)
     stats["converged"] = stats["converged"] & ~bad_input
-    stats["failed_nonfinite"] = stats["failed_nonfinite"] | bad_input
-    result = _result(stats)
-    del stats["failed_nonfinite"]
+    result = RESULTS.where(bad_input, RESULTS.recurrence_nonfinite, result)
     return make_solution(hs, result, stats, throw=throw)

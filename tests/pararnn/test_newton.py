@@ -279,6 +279,36 @@ def test_initial_guesses_and_windows_reach_the_same_solution(getkey, rng):
     assert bool(d_windowed.stats["newton_converged"]) and int(d_windowed.stats["iterations"]) >= 1
 
 
+def test_the_worst_window_names_the_result(rng):
+    """Five windows of 10 steps, each with its own result, the first four
+    started at the sequential solution (converged before any step): a last
+    window started outside the cell's domain makes the solve
+    `recurrence_nonfinite`, one that needs more steps than allowed
+    `recurrence_max_steps_reached`."""
+
+    def cell(h, x):  # finite for h > -2
+        return jnp.log(h + 2) + x
+
+    xs, h0 = rng.uniform(size=(50, 3)), jnp.ones(3)
+    reference = sequential_solve(cell, h0, xs)
+    solver = Newton(max_steps=1, window=10)
+
+    @jax.jit
+    def solve(guess):
+        return solve_recurrence(
+            cell, h0, xs, solver, structure=Diagonal(), guess=guess, throw=False
+        )
+
+    nonfinite = solve(reference.at[40:].set(-5.0))
+    assert nonfinite.result == RESULTS.recurrence_nonfinite
+    assert bool(nonfinite.stats["nonfinite"]) and not bool(nonfinite.stats["converged"])
+    np.testing.assert_array_equal(nonfinite.value[:40], reference[:40])  # windows 1-4: no step
+    capped = solve(reference.at[40:].add(1.0))
+    assert capped.result == RESULTS.recurrence_max_steps_reached
+    assert int(capped.stats["iterations"]) == 1 and not bool(capped.stats["nonfinite"])
+    assert bool(solve(reference).successful)
+
+
 def test_quasi_newton_reaches_the_newton_solution_with_more_iterations(rng):
     cell = dense_tanh(rng, scale=0.3)
     xs, h0 = rng.normal(size=(120, 3)), jnp.zeros(5)
