@@ -53,8 +53,14 @@ class MGTFNO(eqx.Module):
       `x_i = j / N_i` of the full field, patched with it) or None.
 
     ```python
+    import jax
+    from sciml.operators import MGTFNO, TFNO
+
+    # a one-channel 2-D field, one level: the tile model sees (1 + 2) x 2 channels
     tile_in = MGTFNO.tile_channels(1, n_dims=2, levels=1, positional_embedding="grid")
-    model = MGTFNO(TFNO((12, 12), tile_in, 1, 16, positional_embedding=None, key=key))
+    tfno = TFNO((12, 12), tile_in, 1, 16, positional_embedding=None, key=jax.random.key(0))
+    model = MGTFNO(tfno, levels=1)
+    assert model(jax.numpy.ones((1, 32, 32))).shape == (1, 32, 32)
     ```
     """
 
