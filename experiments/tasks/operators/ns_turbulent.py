@@ -20,8 +20,9 @@ interval lies above 0.
 Writes `table.md` (one table per size, and the paired table), `summary.json`
 with keys `n<size>/<spec>.<metric>` (`test_rel_l2`, `test_rel_h1`,
 `test_rel_l2_2x`, `n_params`, `compression`, `peak_memory_mb`,
-`peak_memory_mb_sharded`, …; with seeds instead `n<size>/<spec>/seed<k>.<metric>`
-of the paired models and `n<size>/paired.<metric>.{mean,low,high}`,
+`peak_memory_mb_sharded`, …; with seeds `n<size>/<spec>/seed<k>.<metric>`, the
+training errors `train_rel_l2`, `train_rel_h1` included, and with a pair
+`n<size>/paired.<metric>.{mean,low,high}`,
 `n<size>/paired.verdict`) and plots: `compression.png` (test error against
 parameters, one panel per size; the first seed's), `paired.png` (with
 `paired`), and for the largest size `predictions.png` (one test sample: truth,
@@ -278,10 +279,13 @@ def train_size(config, n: int, workdir: Path, specs, seeds):
     data = data_from_config(sized)  # drawn with config.seed, whatever the training seed
     runs = {}
     for spec in specs:
+        if not seeds:
+            runs[spec] = {None: train_model(sized, spec, data, model_dir(workdir, n, spec))}
+            continue
         runs[spec] = {
             seed: seed_row(seed_config(sized, seed), spec, data, model_dir(workdir, n, spec, seed))
             for seed in seeds
-        } or {None: train_model(sized, spec, data, model_dir(workdir, n, spec))}
+        }
     return data, runs
 
 
@@ -300,10 +304,11 @@ def train_and_evaluate(config, workdir: Path) -> dict:
             dense = build_model(parse_spec("dense", config.model), *channels, jax.random.key(0))
             summary["dense_params"] = dense_params = count_params(dense)
         rows = {spec: next(iter(by_seed.values())) for spec, by_seed in runs.items()}
-        if not seeds:
-            for spec, row in rows.items():
+        for spec, by_seed in runs.items():
+            for seed, row in by_seed.items():
                 row = {**row, "compression": dense_params / row["n_params"]}
-                summary.update({f"n{n}/{spec}.{k}": v for k, v in row.items()})
+                name = spec if seed is None else f"{spec}/seed{seed}"
+                summary.update({f"n{n}/{name}.{k}": v for k, v in row.items()})
         tables[n] = rows
         text.append(f"### {n:,} training samples\n\n" + markdown_table(rows, dense_params))
         if pair:
