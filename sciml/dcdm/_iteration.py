@@ -344,7 +344,7 @@ def make_consistent(b: Array, null_space: ArrayLike, inconsistent: str) -> tuple
         warnings.warn(
             f"`b` is not in the range of `A` (relative part in `null_space`: "
             f"{float(inconsistency):.2e}); solving with its projection onto the range.",
-            stacklevel=3,
+            stacklevel=4,  # the caller of sciml.dcdm.solve (past its keyword-refusing wrapper)
         )
     b = b - (basis @ coefficients).reshape(b.shape)
     return b, inconsistency

@@ -44,9 +44,10 @@ def _remedies(dtype, rtol) -> str:
     )
 
 
-def check_tolerance(routine: str, rtol, atol, dtype) -> None:
+def check_tolerance(routine: str, rtol, atol, dtype, *, stacklevel: int = 3) -> None:
     """Warns (`PrecisionWarning`) when `rtol` is below `reachable_rtol(dtype)` and
-    `atol` does not stop the solve first; names the dtype and the two remedies."""
+    `atol` does not stop the solve first; names the dtype and the two remedies.
+    `stacklevel` as `warnings.warn`'s, counted from here (3: the routine's caller)."""
     try:
         rtol, atol = float(rtol), float(atol)
     except (TypeError, jax.errors.ConcretizationTypeError):  # traced: nothing to say now
@@ -60,7 +61,7 @@ def check_tolerance(routine: str, rtol, atol, dtype) -> None:
             f"eps·cond(A)), so the solve will likely run to max_steps. To fix: "
             f"{_remedies(dtype, rtol)}.",
             PrecisionWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 

@@ -7,6 +7,7 @@ the loop, and the error a failed solve raises with `throw=True`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -18,20 +19,39 @@ from jaxtyping import Array, ArrayLike, Float, Shaped
 from ..solution import RESULTS, Solution, make_solution
 from ._iteration import INCONSISTENT, check_inputs, iterate, make_consistent
 from ._precision import check_tolerance, failure_messages
-from ._solver import DCDM, settings_keywords_error
+from ._solver import DCDM
+
+
+def _keywords_error(keywords: dict[str, Any], with_solver: bool) -> TypeError:
+    """The error for keywords that `solve` does not take: settings, shown as the
+    call with a `DCDM` (or, beside one, with it changed), or names that are no
+    argument at all."""
+    fields = tuple(field.name for field in dataclasses.fields(DCDM))
+    settings = {name: value for name, value in keywords.items() if name in fields}
+    if settings:
+        shown = ", ".join(f"{name}={value!r}" for name, value in settings.items())
+        module = f"dataclasses.replace(solver, {shown})" if with_solver else f"DCDM({shown})"
+        return TypeError(
+            "sciml.dcdm.solve takes its settings as a DCDM module, not as keywords: "
+            f"solve(apply_A, b, direction_fn, {module})."
+        )
+    return TypeError(
+        f"{', '.join(f'`{name}`' for name in keywords)}: not an argument of sciml.dcdm.solve; "
+        f"the settings ({', '.join(fields)}) go in a DCDM module: "
+        "solve(apply_A, b, direction_fn, DCDM(rtol=..., max_steps=...))."
+    )
 
 
 def _refuses_settings_as_keywords(solve):
     """`solve` as it is, except that a keyword it does not take is a `TypeError`
-    showing the call with a `DCDM` (the settings are no keywords of `solve`)."""
+    that shows the call with a `DCDM` (the settings are no keywords of `solve`)."""
     arguments = inspect.signature(solve).parameters
 
     @functools.wraps(solve)
     def wrapper(*args, **kwargs):
         unknown = {name: value for name, value in kwargs.items() if name not in arguments}
         if unknown:
-            call = "solve(apply_A, b, direction_fn, {})"
-            raise settings_keywords_error("sciml.dcdm.solve", call, unknown)
+            raise _keywords_error(unknown, len(args) > 3 or "solver" in kwargs)
         return solve(*args, **kwargs)
 
     return wrapper
@@ -112,7 +132,8 @@ def solve(
     if inconsistent not in INCONSISTENT:
         raise ValueError(f"`inconsistent` must be 'project' or 'raise', got {inconsistent!r}.")
     b, x0 = check_inputs(b, x0)
-    check_tolerance("sciml.dcdm.solve", solver.rtol, solver.atol, b.dtype)
+    # stacklevel 4: the caller of solve, past the wrapper that refuses keyword settings
+    check_tolerance("sciml.dcdm.solve", solver.rtol, solver.atol, b.dtype, stacklevel=4)
     extra_stats = {}
     if null_space is not None:
         b, extra_stats["inconsistency"] = make_consistent(b, null_space, inconsistent)

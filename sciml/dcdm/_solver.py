@@ -203,23 +203,3 @@ class DCDM(lx.AbstractLinearSolver):
 
     def assume_full_rank(self):
         return True
-
-
-SETTINGS = ("rtol", "atol", "max_steps", "n_orthogonal", "refresh_every")
-
-
-def settings_keywords_error(routine: str, call: str, keywords: dict[str, Any]) -> TypeError:
-    """The error for keywords that `routine` does not take: settings given as
-    keywords, shown as the call with a `DCDM`, or names that are no argument."""
-    settings = {name: value for name, value in keywords.items() if name in SETTINGS}
-    if settings:
-        shown = ", ".join(f"{name}={value!r}" for name, value in settings.items())
-        return TypeError(
-            f"{routine} takes its settings as a DCDM module, not as keywords: "
-            f"{call.format(f'DCDM({shown})')}."
-        )
-    names = ", ".join(f"`{name}`" for name in keywords)
-    return TypeError(
-        f"{names}: not an argument of {routine}; the settings ({', '.join(SETTINGS)}) go "
-        f"in a DCDM module: {call.format('DCDM(rtol=..., max_steps=...)')}."
-    )
