@@ -126,9 +126,11 @@ class DCDM(lx.AbstractLinearSolver):
 
     As a lineax solver the operator must be symmetric positive
     (semi-)definite with one array as input and output (a grid, any shape);
-    `options` holds the direction generator, `{"direction_fn": f}`
-    (required), and optionally the initial guess, `"y0": x0`; and gradients through the
-    solve are another DCDM solve (the operator is symmetric). `stats` hold
+    `options` holds the direction generator, `"direction_fn": f` (required),
+    and the initial guess, `"y0": x0` (optional); gradients through the solve
+    are another DCDM solve (the operator is symmetric). A generator passed to
+    `DCDM` itself (`DCDM(f, ...)`, `DCDM(direction_fn=f)`) is a `TypeError`
+    that shows these two calls. `stats` hold
     `num_steps`, `residual_norm` and `residual_history` as in `solve`.
     lineax's results cannot carry ours: a `nonfinite` iteration, an operator
     that is `not_positive_definite` and a `nonfinite_direction` are all
