@@ -35,8 +35,8 @@ FLOORS = {
     "dcdm": 2,
     "interop": 2,
     "training": 2,  # beside the models: the loop knows no model family
-    "online": 4,
-    "experiment": 4,
+    "online": 3,
+    "experiment": 3,
 }
 
 # what `sciml.transport` may import besides the standard library and itself
