@@ -7,57 +7,20 @@ the loop, and the error a failed solve raises with `throw=True`.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 from jaxtyping import Array, ArrayLike, Float, Shaped
 
+from .._checks import settings_module_only
 from ..solution import RESULTS, Solution, make_solution
 from ._iteration import INCONSISTENT, check_inputs, iterate, make_consistent
 from ._precision import check_tolerance, failure_messages
 from ._solver import DCDM
 
 
-def _keywords_error(keywords: dict[str, Any], with_solver: bool) -> TypeError:
-    """The error for keywords that `solve` does not take: settings, shown as the
-    call with a `DCDM` (or, beside one, with it changed), or names that are no
-    argument at all."""
-    fields = tuple(field.name for field in dataclasses.fields(DCDM))
-    settings = {name: value for name, value in keywords.items() if name in fields}
-    if settings:
-        shown = ", ".join(f"{name}={value!r}" for name, value in settings.items())
-        module = f"dataclasses.replace(solver, {shown})" if with_solver else f"DCDM({shown})"
-        return TypeError(
-            "sciml.dcdm.solve takes its settings as a DCDM module, not as keywords: "
-            f"solve(apply_A, b, direction_fn, {module})."
-        )
-    return TypeError(
-        f"{', '.join(f'`{name}`' for name in keywords)}: not an argument of sciml.dcdm.solve; "
-        f"the settings ({', '.join(fields)}) go in a DCDM module: "
-        "solve(apply_A, b, direction_fn, DCDM(rtol=..., max_steps=...))."
-    )
-
-
-def _refuses_settings_as_keywords(solve):
-    """`solve` as it is, except that a keyword it does not take is a `TypeError`
-    that shows the call with a `DCDM` (the settings are no keywords of `solve`)."""
-    arguments = inspect.signature(solve).parameters
-
-    @functools.wraps(solve)
-    def wrapper(*args, **kwargs):
-        unknown = {name: value for name, value in kwargs.items() if name not in arguments}
-        if unknown:
-            raise _keywords_error(unknown, len(args) > 3 or "solver" in kwargs)
-        return solve(*args, **kwargs)
-
-    return wrapper
-
-
-@_refuses_settings_as_keywords
+@settings_module_only(DCDM, "solver", "solve(apply_A, b, direction_fn, {module})")
 def solve(
     apply_A: Callable[[Array], Array],
     b: Shaped[Array, "*grid"],

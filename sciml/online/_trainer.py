@@ -30,8 +30,9 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .._checks import settings_module_only
 from ..training import FitResult, TrainSettings, fit
-from ..training._settings import check_settings, settings_only
+from ..training._settings import check_settings
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, LocalLauncher
 from ._stream import SampleStream
@@ -79,7 +80,7 @@ def data_sharding(batch_size: int, devices: list | None = None) -> NamedSharding
     return NamedSharding(Mesh(np.array(devices), ("data",)), PartitionSpec("data"))
 
 
-@settings_only
+@settings_module_only(TrainSettings, "settings", "train_online(..., settings={module})")
 def train_online(
     study: Study,
     model: Any,

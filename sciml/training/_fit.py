@@ -16,11 +16,11 @@ import jax
 import numpy as np
 import optax
 
-from .._checks import check_key
+from .._checks import check_key, settings_module_only
 from ._checkpoint import Checkpointer, Extra
 from ._metrics import MetricsWriter
 from ._progress import progress_bar
-from ._settings import TrainSettings, check_settings, settings_only
+from ._settings import TrainSettings, check_settings
 from ._step import LossFn, init_opt_state, make_train_step
 
 
@@ -225,7 +225,7 @@ def _eval_results(results: Any) -> dict[str, float]:
     return out
 
 
-@settings_only
+@settings_module_only(TrainSettings, "settings", "fit(..., settings={module})")
 def fit(
     model: Any,
     loss_fn: LossFn,

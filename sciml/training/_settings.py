@@ -11,9 +11,6 @@ is a new field here and nothing else.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,34 +104,6 @@ def field_defaults(cls: type) -> dict[str, Any]:
         elif field.default_factory is not dataclasses.MISSING:
             out[field.name] = field.default_factory()
     return out
-
-
-def settings_only(function: Callable) -> Callable:
-    """Refuses the loop's options given as keywords (`steps=...`), the call
-    shape `function` no longer takes, with a `TypeError` that shows the new
-    call: `settings=TrainSettings(...)`."""
-    accepted = set(inspect.signature(function).parameters)
-    fields = {field.name for field in dataclasses.fields(TrainSettings)}
-
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        old = [name for name in kwargs if name not in accepted and name in fields]
-        if old:
-            name = function.__name__
-            given = ", ".join(f"{option}={kwargs[option]!r}" for option in old)
-            new = (
-                f"dataclasses.replace(settings, {given})"
-                if "settings" in kwargs
-                else f"TrainSettings({given})"
-            )
-            raise TypeError(
-                f"`{name}` takes the loop's settings as one object: call "
-                f"`{name}(..., settings={new})` instead of `{name}(..., {given})` "
-                "(`from sciml.training import TrainSettings`)."
-            )
-        return function(*args, **kwargs)
-
-    return wrapper
 
 
 def check_settings(settings: Any) -> TrainSettings:

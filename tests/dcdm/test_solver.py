@@ -89,14 +89,14 @@ def test_no_solver_is_the_default_module():
 def test_settings_as_keywords_are_refused_showing_the_call_with_a_module():
     b = jnp.asarray(B)
     new_call = re.escape(
-        "not as keywords: solve(apply_A, b, direction_fn, DCDM(rtol=1e-08, max_steps=10))"
+        "not as keywords: call `solve(apply_A, b, direction_fn, DCDM(rtol=1e-08, max_steps=10))`"
     )
     with pytest.raises(TypeError, match=new_call):
         solve(apply_A, b, lambda r: r, rtol=1e-8, max_steps=10, throw=False)
     changed = re.escape("solve(apply_A, b, direction_fn, dataclasses.replace(solver, rtol=1e-08))")
     with pytest.raises(TypeError, match=changed):  # beside a module: that module, changed
         solve(apply_A, b, lambda r: r, DCDM(), rtol=1e-8)
-    with pytest.raises(TypeError, match=r"`tolerance`: not an argument of sciml.dcdm.solve; .*"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tolerance'"):
         solve(apply_A, b, lambda r: r, tolerance=1e-6)
     with pytest.raises(TypeError, match="`solver` must be a sciml.dcdm.DCDM"):
         solve(apply_A, jnp.asarray(B), lambda r: r, lx.CG(rtol=1e-6, atol=1e-6))

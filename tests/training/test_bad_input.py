@@ -212,7 +212,9 @@ def test_an_old_keyword_call_shows_the_new_one(untyped):
     # `fit` takes the loop's settings as one `TrainSettings`
     model, loss_fn, batch_fn = _toy()
     common = dict(optimizer=make_optimizer({}), key=jax.random.key(1))
-    new_call = re.escape("`fit(..., settings=TrainSettings(steps=2, log_every=5))` instead of")
+    new_call = re.escape(
+        "not as keywords: call `fit(..., settings=TrainSettings(steps=2, log_every=5))`"
+    )
     with pytest.raises(TypeError, match=new_call):
         fit(model, loss_fn, batch_fn, steps=2, log_every=5, **common)
     settings = TrainSettings(steps=2)
