@@ -260,12 +260,12 @@ plt.show()
 # %% [markdown]
 # Be honest about what this shows. The paper's nonlinear network, trained
 # for a minute on one small scene, needs *more* iterations than CG on the
-# finer held-out grid (437 against 227 when this page was built). Its
-# one-step loss is as low as an AMG V-cycle's after longer training, but with
-# a nonlinear direction generator and only two A-orthogonal predecessors
+# finer held-out grid (the counts are printed above). Its one-step loss is
+# as low as an AMG V-cycle's after longer training, but with a nonlinear
+# direction generator and only two A-orthogonal predecessors
 # DCDM loses CG's global optimality: what one step removes comes back. The
 # symmetric linear `NᵀN`, trained on the same data for the same steps, is a
-# preconditioner, so its gains compound: 86 iterations, under half of CG's.
+# preconditioner, so its gains compound: well under half of CG's count.
 # AMG-PCG needs a handful of iterations and its count stays nearly flat as
 # the grid grows; that is the bar for a learned solver (and, on a CPU, also
 # on time, since each DCDM iteration costs a network evaluation, two for
@@ -273,6 +273,6 @@ plt.show()
 # `benchmarks/dcdm.py` make the comparison with longer training, with IC(0),
 # MIC(0) and Jacobi as well. The multilevel generator trained with the A-norm
 # loss reaches across the whole grid and weighs the error the iteration
-# reduces: 44 iterations here after the same 300 steps. It is the one that
-# beats IC(0)-PCG on held-out scenes at every measured
+# reduces: the fewest iterations of the three here after the same 300 steps.
+# It is the one that beats IC(0)-PCG on held-out scenes at every measured
 # size (the benchmarks page has the tables).
