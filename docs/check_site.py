@@ -4,6 +4,9 @@ Fails (exit status 1, one line per finding) on
 
 - maths left as raw text: `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` outside the
   `arithmatex` elements that MathJax typesets (and outside code, scripts, styles);
+- a stray `$` right before or after an `arithmatex` element: what arithmatex
+  leaves of a `$$...$$` it did not take for a display block (one not in a
+  paragraph of its own), which reads as `$` signs around the typeset maths;
 - warnings or errors in the executed tutorials' output: any stderr output (but
   `fit`'s one-line "resuming from step N of M"), and any output text naming a
   `...Warning`, a `Traceback` or a `...Error:`;
@@ -66,6 +69,10 @@ class _Page(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.stack: list[tuple[str, bool, bool]] = []  # (tag, text never maths, output area)
         self.raw_math: list[str] = []
+        self.stray_dollars: list[str] = []  # text beside maths that starts or ends with `$`
+        self._math_depths: list[int] = []  # stack depths of the open arithmatex elements
+        self._text_before = ""  # the text right before the current tag, "" after a tag
+        self._after_math = False  # the last tag closed an arithmatex element
         self.outputs: list[tuple[bool, list[str]]] = []  # (is stderr, text pieces)
         self.has_math = False
         self.plots = False  # a code cell's source calls matplotlib
@@ -85,6 +92,10 @@ class _Page(HTMLParser):
             self.has_search = True
         if "arithmatex" in classes:
             self.has_math = True
+            if self._text_before.rstrip().endswith("$"):
+                self.stray_dollars.append(self._text_before.strip()[-40:] + "<maths>")
+            self._math_depths.append(len(self.stack))
+        self._text_before, self._after_math = "", False
         skip = (
             tag in _SKIP_TAGS
             or "arithmatex" in classes
@@ -102,12 +113,19 @@ class _Page(HTMLParser):
             self.stack.append((tag, skip, output))
 
     def handle_endtag(self, tag):
+        self._text_before, self._after_math = "", False
         for i in range(len(self.stack) - 1, -1, -1):
             if self.stack[i][0] == tag:
                 del self.stack[i:]
+                while self._math_depths and self._math_depths[-1] >= i:
+                    self._math_depths.pop()
+                    self._after_math = True
                 return
 
     def handle_data(self, data):
+        if self._after_math and data.lstrip().startswith("$"):
+            self.stray_dollars.append("<maths>" + data.strip()[:40])
+        self._text_before, self._after_math = data, False
         if getattr(self, "_source", False) and "plt." in data:
             self.plots = True
         if any(output for _, _, output in self.stack) and self.outputs:
@@ -186,6 +204,11 @@ def check_page(html: str, name: str, *, has_mathjax: bool, site: Path | None = N
         problems += check_links(page, name, site)
     for raw in page.raw_math:
         problems.append(f"{name}: maths not typeset (outside an arithmatex element): {_short(raw)}")
+    for text in page.stray_dollars:
+        problems.append(
+            f"{name}: a stray `$` beside typeset maths (a `$$` block needs a paragraph of "
+            f"its own: blank lines around it): {_short(text)}"
+        )
     for stderr, pieces in page.outputs:
         text = "".join(pieces)
         lines = [line for line in text.splitlines() if line.strip()]

@@ -33,8 +33,10 @@ class Newton(AbstractSolver):
     r"""Newton's method over the whole sequence (DEER / ParaRNN).
 
     Each iteration linearises the cell at the current trajectory and solves
+
     $$\delta_t = J_t\,\delta_{t-1} - R_t,\qquad R_t = h_t - f(h_{t-1}, x_t),\quad
       J_t = \partial f/\partial h\,(h_{t-1}, x_t),$$
+
     with one parallel linear recurrence, then sets `h ← h + ω δ`. It stops when
     `max|R| ≤ atol + rtol·max|h|` or after `max_steps` iterations; alone it
     returns the last finite iterate (flagged in the result), inside

@@ -255,7 +255,9 @@ def transposed_recurrence(
     method: Any = None,
 ) -> Inexact[Array, "length ..."]:
     r"""Solves the transposed system of [`linear_recurrence`][sciml.recurrence.linear_recurrence]:
+
     $$y_t = A_{t+1}^\top y_{t+1} + g_t,\quad t = T, \dots, 1,\qquad y_T = g_T,$$
+
     the adjoint recurrence of a backward pass (`A_1` is not used).
 
     **Arguments:** `a`, `structure`, `method` as for `linear_recurrence`; `g`, the

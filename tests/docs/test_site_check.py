@@ -40,6 +40,21 @@ def test_raw_maths_is_reported():
         assert len(found) == 1 and "maths not typeset" in found[0], (raw, found)
 
 
+def test_stray_dollars_beside_typeset_maths_are_reported():
+    # What arithmatex makes of a `$$...$$` that is not a paragraph of its own
+    # (a docstring's equation between two lines of text, one in a list item).
+    maths = '<span class="arithmatex">\\(y_t = a\\)</span>'
+    block = '<div class="arithmatex">\\[y_t = a\\]</div>'
+    found = problems(f"<p>solves\n${maths}$\nwith one scan</p>")
+    assert len(found) == 2 and all("stray `$`" in f for f in found), found
+    assert len(problems(f"<li><p>through:</p>\n$ {block}\n<p>plus</p></li>")) == 1
+    assert len(problems(f"<p>plus {maths} $ the penalty</p>")) == 1
+    # a dollar away from the maths, or inside code beside it, is not one
+    assert problems(f"<p>It costs $5, and {maths} holds.</p>") == []
+    assert problems(f"<p><code>$</code>{maths}<code>$</code></p>") == []
+    assert problems(f"<p>solves</p>\n{block}\n<p>with one scan</p>") == []
+
+
 def test_tutorial_warnings_and_stderr_are_reported():
     stderr = '<div class="jp-OutputArea-output" data-mime-type="application/vnd.jupyter.stderr"><pre>{}</pre></div>'
     plain = '<div class="jp-OutputArea-output" data-mime-type="text/plain"><pre>{}</pre></div>'
