@@ -16,7 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sciml.experiment import Experiment, check_config, save_figure, train_experiment
+from sciml.experiment import Experiment, Headline, check_config, save_figure, train_experiment
+
+
+HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
 
 
 def heat_data(key, n: int, resolution: int, n_modes: int, diffusivity: float, t_final: float):

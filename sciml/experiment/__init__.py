@@ -42,3 +42,4 @@ from ._standard import (
 )
 from ._task import resolve_task as resolve_task, task_name as task_name
 from ._validate import check_choice as check_choice, check_config as check_config
+from ._verdict import Headline as Headline

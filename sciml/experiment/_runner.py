@@ -6,9 +6,12 @@
 (`python -m sciml.experiment` and `python -m experiments.run` are the same
 command.) Writes `config.json`, `source.json`, `metrics.jsonl`, `checkpoints/`,
 `plots/*.png` and `summary.json` under `runs/<name>/<timestamp>/` (or
-`--workdir DIR`). A run directory that already holds checkpoints of the same
-experiment is resumed from the latest one (a `train.steps` below the
-checkpoint's step is refused; one equal to it trains nothing and evaluates).
+`--workdir DIR`), and ends with a verdict on stdout: the task's headline
+number beside its baseline, the wall time, where the plots and summary are
+(`--json` prints the summary instead). A run directory that already holds
+checkpoints of the same experiment is resumed from the latest one (a
+`train.steps` below the checkpoint's step is refused; one equal to it trains
+nothing and evaluates).
 `--resume RUN_DIR` calls the recorded config's `get_config` again with the
 recorded overrides plus the new ones, so linked fields (a schedule's
 `decay_steps`) follow a raised `train.steps`. Every
@@ -28,6 +31,7 @@ import os
 import shlex
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -45,6 +49,7 @@ from ._errors import ConfigError, read_json
 from ._overrides import apply_overrides, split_overrides
 from ._task import resolve_task, task_name
 from ._validate import check_shared_blocks, config_value
+from ._verdict import Headline, verdict
 
 
 REQUIRED_KEYS = (
@@ -72,6 +77,18 @@ def task_module(config: ml_collections.ConfigDict):
     return resolve_task(str(config.task), _task_directory(config))
 
 
+def task_headline(config: ml_collections.ConfigDict) -> Headline | None:
+    """The task module's `HEADLINE` (a [`Headline`][sciml.experiment.Headline]),
+    or None when it declares none."""
+    headline = getattr(task_module(config), "HEADLINE", None)
+    if headline is not None and not isinstance(headline, Headline):
+        raise ConfigError(
+            f"task {config.task}: HEADLINE must be a sciml.experiment.Headline, "
+            f"got {type(headline).__name__}."
+        )
+    return headline
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
     """Checks the whole config before anything is written.
 
@@ -89,6 +106,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
         config_value(config, key)
     check_shared_blocks(config)
     module = task_module(config)
+    task_headline(config)
     check = getattr(module, "validate_config", None)
     if callable(check):
         try:
@@ -363,6 +381,9 @@ def parse(argv: list[str], *, prog: str = "sciml-run") -> tuple[ml_collections.C
     parser.add_argument(
         "--resume", type=Path, metavar="RUN_DIR", help="continue the run in this directory"
     )
+    parser.add_argument(
+        "--json", action="store_true", help="print the summary as JSON on stdout at the end"
+    )
     args, extra = parser.parse_known_args(argv)
     overrides = split_overrides(extra)
     if args.resume is not None:
@@ -410,15 +431,19 @@ def _interpreter() -> str:
 
 
 def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
-    """The command line: runs a config and prints its summary as JSON.
+    """The command line: runs a config and ends with its verdict on stdout (the
+    headline beside its baseline, the wall time, where the plots and
+    `summary.json` are); with `--json`, the summary as JSON instead.
 
     **Returns:** the exit status: 0 when done, 2 for a bad command line (one
     line `error: ...` on stderr), 1 for a non-finite loss, 130 when interrupted
     (Ctrl-C or SIGTERM; finished steps are checkpointed).
     """
     os.environ.setdefault("MPLBACKEND", "Agg")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv
     try:
-        config, workdir = parse(sys.argv[1:] if argv is None else argv, prog=prog)
+        config, workdir = parse(argv, prog=prog)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -433,6 +458,7 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
             "steps included) are not results.",
             file=sys.stderr,
         )
+    started = time.perf_counter()
     try:
         summary = main_from_config(config, workdir)
     except KeyboardInterrupt:
@@ -448,7 +474,11 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     except ConfigError as error:  # a resumed run that could not continue, left as it was
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=2, sort_keys=True))
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        seconds = time.perf_counter() - started
+        print(verdict(summary, task_headline(config), seconds, workdir), flush=True)
     return 0
 
 

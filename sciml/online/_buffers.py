@@ -63,7 +63,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import numpy as np
@@ -215,10 +215,13 @@ class AbstractBuffer(abc.ABC):
     - `min_new_per_batch`: every batch holds at least this many never-read
       samples (`0`, the default, turns the rate limit off; at most
       `batch_size`).
+    - `watermark`: reads wait until this many samples are stored (FIRO,
+      reservoir; always `0` for FIFO).
     """
 
     capacity: int
     min_new_per_batch: int
+    watermark: int
 
     def __post_init__(self):  # the dataclass `__init__` of each final buffer calls it
         check_positive_int("capacity", self.capacity)
@@ -415,6 +418,7 @@ class FIFO(AbstractBuffer):
 
     capacity: int
     min_new_per_batch: int = 0
+    watermark: ClassVar[int] = 0  # reads never wait for more samples than a batch
 
     def _check_policy(self):
         pass

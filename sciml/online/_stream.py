@@ -40,6 +40,7 @@ import jax
 import numpy as np
 
 from ..training import EndOfData, Extra
+from ..training._progress import show_status
 from ..transport import (
     REJECT_REASONS,
     CloseStatus,
@@ -244,10 +245,19 @@ class SampleStream:
                     break
                 if ended:
                     raise EndOfData
+                if not self.samples.counters["batches"]:
+                    show_status(self._filling())
                 self.lock.wait(TICK)
             self.waiting_seconds += time.perf_counter() - waited
             self.lock.notify_all()
         return batch
+
+    def _filling(self) -> str:
+        """What the first batch waits for (the samples it needs: a batch, or
+        the buffer's watermark)."""
+        needed = max(self.batch_size, self.buffer.watermark)
+        received = self.samples.counters["received"]
+        return f"waiting for simulations to fill the buffer ({received} of {needed} samples)"
 
     def monitor(self) -> dict[str, float | int]:
         """Counters and rates for the progress bar and `metrics.jsonl`;

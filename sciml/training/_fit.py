@@ -186,6 +186,18 @@ class _Pending:
         return last
 
 
+def _progress_values(
+    loss: float, last_eval: dict[str, float], monitored: dict[str, float]
+) -> dict[str, str]:
+    """What the progress display shows: the loss, the first value of the last
+    evaluation and the first value `monitor()` returns (all go to `metrics.jsonl`)."""
+    shown = {"loss": f"{loss:.4g}"}
+    for values in (last_eval, monitored):
+        for name, value in list(values.items())[:1]:
+            shown[name] = f"{int(value)}" if float(value).is_integer() else f"{value:.4g}"
+    return shown
+
+
 def _check_fit_arguments(model, loss_fn, batch_fn, optimizer, key, eval_fn) -> None:
     for name, fn in (("loss_fn", loss_fn), ("batch_fn", batch_fn)):
         if not callable(fn):
@@ -264,7 +276,9 @@ def fit(
     ended; `extra_state` (an [`ExtraState`][sciml.training.ExtraState]) is
     checkpointed with the model and restored on resume; `monitor()` returns
     scalars (samples received, buffer fill, ...) logged with each training
-    record and shown on the progress bar.
+    record. The progress display shows the loss, the first value of the last
+    evaluation and the first value of `monitor()`; everything else is in
+    `metrics.jsonl`.
 
     A non-finite loss or gradient raises `NonFiniteLossError` naming the step;
     no checkpoint is written after it. With `check_batch` (the default), a batch
@@ -328,6 +342,7 @@ def fit(
     pending = _Pending()
     bar = progress_bar(steps, initial=start, desc=description, disable=not settings.progress)
     last_time, last_step = time.perf_counter(), start
+    last_eval = {k[len("eval_") :]: v for k, v in metrics.items() if k.startswith("eval_")}
 
     def log(step: int) -> None:
         nonlocal last_time, last_step
@@ -342,14 +357,12 @@ def fit(
         metrics.update(record)
         if writer is not None:
             writer.write({"split": "train", **record})
-        bar.set_postfix(
-            loss=f"{record['loss']:.4g}",
-            it_s=f"{record['steps_per_s']:.1f}",
-            **{name: f"{value:.4g}" for name, value in monitored.items()},
-        )
+        bar.set_postfix(_progress_values(record["loss"], last_eval, monitored))
 
     def evaluate(model: Any, step: int) -> None:
         results = _eval_results(eval_fn(model))
+        last_eval.clear()
+        last_eval.update(results)
         metrics.update({f"eval_{k}": v for k, v in results.items()})
         if writer is not None and step > start:  # a finished run re-run logs nothing
             writer.write({"split": "eval", "step": step, **results})
@@ -378,7 +391,6 @@ def fit(
                 step += 1
                 pending.add(step, loss, aux)
                 state = (model, opt_state, key, step)
-                bar.update(1)
                 at_checkpoint = checkpoint_every and step % checkpoint_every == 0
                 if step % settings.log_every == 0 or at_checkpoint or step == steps:
                     log(step)
@@ -386,6 +398,7 @@ def fit(
                     save(state)
                 if eval_fn is not None and eval_every and step % eval_every == 0:
                     evaluate(model, step)
+                bar.update(1)  # after the step's log: its line shows this step's loss
             model, opt_state, key, step = state
             log(step)
             if eval_fn is not None and not (eval_every and step % eval_every == 0 and step > start):

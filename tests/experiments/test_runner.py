@@ -355,7 +355,7 @@ def test_resume_with_more_steps_stretches_the_schedule(tmp_path, capsys):
     assert new_schedule(30) > 0.05 * config.optimizer.learning_rate
 
     capsys.readouterr()
-    assert main(["--resume", str(run), "--config.train.steps=40"]) == 0
+    assert main(["--resume", str(run), "--config.train.steps=40", "--json"]) == 0
     captured = capsys.readouterr()
     assert "resuming from step 20 of 40" in captured.err
     assert json.loads(captured.out)["steps"] == 40

@@ -24,6 +24,7 @@ import numpy as np
 from experiments.tasks.online.online_plots import plot_buffer, plot_validation
 from sciml.experiment import (
     ConfigError,
+    Headline,
     check_config,
     config_json,
     count_params,
@@ -48,6 +49,13 @@ from sciml.online import (
     train_online,
 )
 from sciml.training import make_optimizer, read_metrics
+
+
+#: The online tasks' closing line: the validation error, beside persistence
+#: (the input field taken as the prediction) where the task reports it.
+ONLINE_HEADLINE = Headline(
+    "val_rel_l2", "validation rel. L2", "persistence_rel_l2", "persistence", percent=True
+)
 
 
 @dataclasses.dataclass

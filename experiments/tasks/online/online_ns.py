@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks.online.online_common import (
+    ONLINE_HEADLINE,
     Surrogate,
     online_train_and_evaluate,
     validate_online_config,
@@ -126,6 +127,7 @@ def surrogate(config, study: Study) -> Surrogate:
 
 
 train_and_evaluate = online_train_and_evaluate(surrogate)
+HEADLINE = ONLINE_HEADLINE
 
 
 def validate_config(config) -> None:
