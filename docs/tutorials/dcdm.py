@@ -23,21 +23,23 @@ from pathlib import Path
 import jax
 
 
-jax.config.update("jax_enable_x64", True)  # float64 outer loop (the network runs in float32)
+jax.config.update(
+    "jax_enable_x64", True
+)  # float64 outer loop (the network runs in float32)
 
-import jax.numpy as jnp  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
 
-from sciml import dcdm  # noqa: E402
-from sciml.training import TrainSettings, fit, make_optimizer, read_metrics  # noqa: E402
-from solvers.poisson import (  # noqa: E402
+from sciml import dcdm
+from sciml.training import TrainSettings, fit, make_optimizer, read_metrics
+from solvers.poisson import (
     FLUID,
     PoissonOperator,
     assemble,
     make_scene,
     random_rhs,
-    solve as direct_solve,  # noqa: E402
+    solve as direct_solve,
 )
 
 
@@ -56,12 +58,16 @@ from solvers.poisson import (  # noqa: E402
 scene = make_scene(128, seed=7, n_obstacles=4, free_surface=True)
 b = jnp.asarray(random_rhs(scene, seed=0, kind="smooth"))
 
-f = dcdm.direction_fn(dcdm.pretrained("poisson2d"), jnp.asarray(scene == FLUID, jnp.float32))
+f = dcdm.direction_fn(
+    dcdm.pretrained("poisson2d"), jnp.asarray(scene == FLUID, jnp.float32)
+)
 sol = dcdm.solve(PoissonOperator(scene), b, f, dcdm.DCDM(rtol=1e-6, max_steps=1000))
 print("pretrained DCDM:", int(sol.stats["num_steps"]), "iterations")
 
 ic0 = dcdm.IncompleteCholesky().build(assemble(scene), scene.shape)
-ic0_sol = dcdm.solve(PoissonOperator(scene), b, ic0, dcdm.DCDM(rtol=1e-6, max_steps=2000))
+ic0_sol = dcdm.solve(
+    PoissonOperator(scene), b, ic0, dcdm.DCDM(rtol=1e-6, max_steps=2000)
+)
 print("IC(0)-PCG:", int(ic0_sol.stats["num_steps"]), "iterations")
 
 # %% [markdown]
@@ -138,7 +144,9 @@ def batch_fn(step, key):
     return rhs[jax.random.randint(key, (8,), 0, rhs.shape[0])]
 
 
-optimizer = make_optimizer({"learning_rate": 2e-3, "schedule": "cosine", "decay_steps": 300})
+optimizer = make_optimizer(
+    {"learning_rate": 2e-3, "schedule": "cosine", "decay_steps": 300}
+)
 
 
 def train(model, loss_fn, batches, name):
@@ -149,12 +157,18 @@ def train(model, loss_fn, batches, name):
         batches,
         optimizer=optimizer,
         key=jax.random.key(1),
-        settings=TrainSettings(steps=300, workdir=workdir / name, log_every=25, progress=False),
+        settings=TrainSettings(
+            steps=300, workdir=workdir / name, log_every=25, progress=False
+        ),
     )
 
 
 result = train(net, loss_fn, batch_fn, "train")
-metrics = [m for m in read_metrics(workdir / "train" / "metrics.jsonl") if m["split"] == "train"]
+metrics = [
+    m
+    for m in read_metrics(workdir / "train" / "metrics.jsonl")
+    if m["split"] == "train"
+]
 plt.figure(figsize=(4, 2.8))
 plt.semilogy([m["step"] for m in metrics], [m["loss"] for m in metrics])
 plt.xlabel("step")
@@ -237,7 +251,9 @@ methods = {
     "DCDM": dcdm.direction_fn(
         result.model, jnp.asarray(test == FLUID, jnp.float32), dcdm.label_channels(test)
     ),
-    "DCDM, NᵀN": dcdm.direction_fn(symmetric.model, jnp.asarray(test == FLUID, jnp.float32)),
+    "DCDM, NᵀN": dcdm.direction_fn(
+        symmetric.model, jnp.asarray(test == FLUID, jnp.float32)
+    ),
     "DCDM, multilevel, A-norm": dcdm.direction_fn(
         multilevel.model, jnp.asarray(test == FLUID, jnp.float32)
     ),

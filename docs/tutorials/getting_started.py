@@ -19,14 +19,23 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 
-from sciml.training import TrainSettings, fit, make_optimizer, read_metrics, restore_model
+from sciml.training import (
+    TrainSettings,
+    fit,
+    make_optimizer,
+    read_metrics,
+    restore_model,
+)
 
 
 def heat_pairs(key, n, resolution=32, n_modes=6, kappa=0.01, t_final=0.1):
     x = jnp.arange(resolution) / resolution
     k = jnp.arange(1, n_modes + 1)
     a, b = jax.random.normal(key, (2, n, n_modes)) / k
-    cos, sin = jnp.cos(2 * jnp.pi * k[:, None] * x), jnp.sin(2 * jnp.pi * k[:, None] * x)
+    cos, sin = (
+        jnp.cos(2 * jnp.pi * k[:, None] * x),
+        jnp.sin(2 * jnp.pi * k[:, None] * x),
+    )
     decay = jnp.exp(-4 * jnp.pi**2 * k**2 * kappa * t_final)
     return a @ cos + b @ sin, (a * decay) @ cos + (b * decay) @ sin
 
@@ -56,13 +65,22 @@ def batch_fn(step, key):
 
 def test_error(model):
     pred = jax.vmap(model)(u0_test)
-    return {"rel_l2": jnp.mean(jnp.linalg.norm(pred - ut_test, axis=1)
-                               / jnp.linalg.norm(ut_test, axis=1))}
+    return {
+        "rel_l2": jnp.mean(
+            jnp.linalg.norm(pred - ut_test, axis=1) / jnp.linalg.norm(ut_test, axis=1)
+        )
+    }
 
 
 optimizer = make_optimizer(
-    {"name": "adam", "learning_rate": 3e-3, "schedule": "cosine", "decay_steps": 1000,
-     "warmup_steps": 50, "clip_norm": 1.0}
+    {
+        "name": "adam",
+        "learning_rate": 3e-3,
+        "schedule": "cosine",
+        "decay_steps": 1000,
+        "warmup_steps": 50,
+        "clip_norm": 1.0,
+    }
 )
 
 # %% [markdown]
@@ -74,13 +92,19 @@ optimizer = make_optimizer(
 
 # %%
 workdir = Path(tempfile.mkdtemp())
-settings = TrainSettings(steps=400, workdir=workdir, checkpoint_every=200, progress=False,
-                         log_every=50)
+settings = TrainSettings(
+    steps=400, workdir=workdir, checkpoint_every=200, progress=False, log_every=50
+)
 common = dict(optimizer=optimizer, key=jax.random.key(3), eval_fn=test_error)
 first = fit(model, loss_fn, batch_fn, settings=settings, **common)
 print("after 400 steps:", first.metrics["eval_rel_l2"])
-second = fit(model, loss_fn, batch_fn, settings=dataclasses.replace(settings, steps=1000),
-             **common)
+second = fit(
+    model,
+    loss_fn,
+    batch_fn,
+    settings=dataclasses.replace(settings, steps=1000),
+    **common,
+)
 print("after 1000 steps (resumed):", second.metrics["eval_rel_l2"])
 
 # %%
@@ -108,7 +132,10 @@ like = eqx.filter_eval_shape(
     lambda: eqx.nn.MLP(32, 32, 64, 2, activation=jax.nn.gelu, key=jax.random.key(2))
 )
 restored = restore_model(workdir, like)
-print("restored model equals the trained one:", bool(eqx.tree_equal(restored, second.model)))
+print(
+    "restored model equals the trained one:",
+    bool(eqx.tree_equal(restored, second.model)),
+)
 
 # %% [markdown]
 # ## Inside Flax NNX
@@ -118,10 +145,10 @@ print("restored model equals the trained one:", bool(eqx.tree_equal(restored, se
 # the Equinox module, and `from_nnx` gives it back.
 
 # %%
-import optax  # noqa: E402
-from flax import nnx  # noqa: E402
+import optax
+from flax import nnx
 
-from sciml.interop.flax import from_nnx, to_nnx  # noqa: E402
+from sciml.interop.flax import from_nnx, to_nnx
 
 
 flax_model = to_nnx(second.model)

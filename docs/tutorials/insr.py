@@ -19,6 +19,7 @@
 # integrators on a field where the answer is known exactly.
 
 # %%
+import functools
 import time
 
 import equinox as eqx
@@ -48,7 +49,9 @@ jax.config.update("jax_enable_x64", True)  # the least-squares steps run in floa
 # %%
 problem = insr.Advection1D()
 field = insr.SIREN(1, 1, width=20, hidden_layers=2, omega0=30.0, key=jax.random.key(0))
-n_weights = sum(a.size for a in jax.tree_util.tree_leaves(eqx.filter(field, eqx.is_array)))
+n_weights = sum(
+    a.size for a in jax.tree_util.tree_leaves(eqx.filter(field, eqx.is_array))
+)
 print(f"{n_weights} weights")
 
 # %% [markdown]
@@ -57,7 +60,8 @@ print(f"{n_weights} weights")
 # Both use `LeastSquaresSolver`: fresh random points each step (its
 # `Collocation`: 2,000, many more than the 901 weights, so the fit cannot
 # interpolate between points), optimistix's Levenberg–Marquardt with the
-# damped normal equations. A step stops (its `Stopping`), converged, as soon as its objective is below `loss_tol` (or below
+# damped normal equations. A step stops (its `Stopping`), converged, as soon
+# as its objective is below `loss_tol` (or below
 # `loss_rtol` of its warm start's, or its gradient `‖JᵀR‖` below `grad_rtol`
 # of its start's), tested inside the optimiser's loop at every iteration, or
 # when the optimiser meets its own tolerance; a step that meets none runs to
@@ -65,7 +69,9 @@ print(f"{n_weights} weights")
 # `stats["step_result"]` rather than accepting it silently.
 
 # %%
-optimiser = optx.LevenbergMarquardt(rtol=1e-4, atol=1e-8, linear_solver=lx.Normal(lx.Cholesky()))
+optimiser = optx.LevenbergMarquardt(
+    rtol=1e-4, atol=1e-8, linear_solver=lx.Normal(lx.Cholesky())
+)
 points = insr.Collocation(n_points=2000)
 initial_solver = insr.LeastSquaresSolver(
     optimiser, collocation=points, stopping=insr.Stopping(max_steps=60, loss_tol=1e-8)
@@ -93,10 +99,13 @@ sol = eqx.filter_jit(insr.integrate)(
     throw=False,
 )
 jax.block_until_ready(sol.stats["loss"])
-print(f"{time.perf_counter() - start:.0f} s for {round(t1 / dt)} steps (compilation included)")
+elapsed = time.perf_counter() - start
+print(f"{elapsed:.0f} s for {round(t1 / dt)} steps (compilation included)")
 print("all steps converged:", bool(sol.successful))
 print("iterations per step:", np.asarray(sol.stats["iterations"]))
-print("objective per step: ", np.array2string(np.asarray(sol.stats["loss"]), precision=1))
+print(
+    "objective per step: ", np.array2string(np.asarray(sol.stats["loss"]), precision=1)
+)
 
 # %% [markdown]
 # ## Against the exact solution and two grids
@@ -112,7 +121,9 @@ nodes = np.linspace(-2.0, 2.0, 901)
 x = jnp.asarray(nodes)[:, None]
 times = np.asarray(sol.stats["ts"])
 insr_values = np.asarray(jax.vmap(lambda f: jax.vmap(f)(x)[:, 0])(sol.value))
-exact = np.stack([np.asarray(jax.vmap(lambda y: problem.exact(t, y))(x)[:, 0]) for t in times])
+exact = np.stack(
+    [np.asarray(jax.vmap(functools.partial(problem.exact, t))(x)[:, 0]) for t in times]
+)
 
 u0 = np.array(jax.vmap(problem.initial_condition)(x)[:, 0])
 u0[[0, -1]] = 0.0
@@ -120,9 +131,9 @@ n_steps = len(times) - 1
 grids = {}
 for name, cls in (("grid, upwind", UpwindCN), ("grid, central", CentralCN)):
     stepper = cls(nodes.size, -2.0, 2.0, problem.velocity, dt=dt)
-    grids[name] = np.asarray(rollout(stepper, n_steps, include_init=True)(jnp.asarray(u0)[None]))[
-        :, 0
-    ]
+    grids[name] = np.asarray(
+        rollout(stepper, n_steps, include_init=True)(jnp.asarray(u0)[None])
+    )[:, 0]
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
 window = (nodes > -1.8) & (nodes < -1.0)
@@ -132,9 +143,13 @@ for name, values in grids.items():
     left.plot(nodes[window], values[-1][window], ls=":", label=f"{name} (901 nodes)")
 left.set(xlabel="x", ylabel="u", title=f"t = {t1}")
 left.legend()
-right.semilogy(times[1:], np.mean(np.abs(insr_values - exact), axis=1)[1:], label="INSR")
+right.semilogy(
+    times[1:], np.mean(np.abs(insr_values - exact), axis=1)[1:], label="INSR"
+)
 for name, values in grids.items():
-    right.semilogy(times[1:], np.mean(np.abs(values - exact), axis=1)[1:], ls=":", label=name)
+    right.semilogy(
+        times[1:], np.mean(np.abs(values - exact), axis=1)[1:], ls=":", label=name
+    )
 right.set(xlabel="t", ylabel="mean absolute error")
 right.legend()
 fig.tight_layout()
@@ -229,8 +244,13 @@ for name, integrator in (
     ("midpoint", insr.Midpoint(exact_solver)),
     ("implicit Euler", insr.ImplicitEuler(exact_solver)),
 ):
-    out = insr.integrate(mode, integrator, periodic, 0.0, 1.0, 0.1, key=jax.random.key(3))
+    out = insr.integrate(
+        mode, integrator, periodic, 0.0, 1.0, 0.1, key=jax.random.key(3)
+    )
     c = insr.field_at(out.value, -1).coefficients[0]
     amplitude = float(jnp.hypot(c[m], c[n_modes + m]))
     expected = 1.0 if name == "midpoint" else (1 + z**2) ** -5
-    print(f"{name:15s} amplitude after 10 steps {amplitude:.12f} (closed form {expected:.12f})")
+    print(
+        f"{name:15s} amplitude after 10 steps {amplitude:.12f}",
+        f"(closed form {expected:.12f})",
+    )

@@ -16,6 +16,7 @@
 # %%
 import os
 
+
 # four virtual CPU devices, set before jax is imported
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
@@ -40,6 +41,7 @@ from sciml.operators import (
 )
 from solvers import navier_stokes as ns
 
+
 # %% [markdown]
 # ## Tiles and context windows
 #
@@ -48,7 +50,9 @@ from solvers import navier_stokes as ns
 # $3 = L + 1$ channels, 7.1× fewer points than the field.
 
 # %%
-field = ns.make_dataset(1, 128, seed=3, viscosity=1e-3, t_final=2.0, record_every=2.0, dt=5e-3)
+field = ns.make_dataset(
+    1, 128, seed=3, viscosity=1e-3, t_final=2.0, record_every=2.0, dt=5e-3
+)
 omega = jnp.asarray(field["outputs"][0, -1])[None]  # (channels, H, W)
 levels, fraction = 2, 1 / 16
 tiles = multigrid_patches(omega, levels, fraction)
@@ -78,12 +82,16 @@ for level, color in enumerate(colors):
                     lw=2,
                 )
             )
-axes[0].set(xlim=(-0.5, 127.5), ylim=(-0.5, 127.5), title="field and the windows of one tile")
+axes[0].set(
+    xlim=(-0.5, 127.5), ylim=(-0.5, 127.5), title="field and the windows of one tile"
+)
 for level, (ax, color) in enumerate(zip(axes[1:], colors)):
     ax.imshow(np.asarray(tiles[tile, level]), origin="lower", cmap="RdBu_r")
     ax.set_title(f"channel {level}: level {level} (stride {2**level})", color=color)
     if level == 0:
-        ax.add_patch(Rectangle((pad - 0.5, pad - 0.5), 32, 32, fill=False, color="k", ls="--"))
+        ax.add_patch(
+            Rectangle((pad - 0.5, pad - 0.5), 32, 32, fill=False, color="k", ls="--")
+        )
 for ax in axes:
     ax.set_xticks([])
     ax.set_yticks([])
@@ -113,13 +121,14 @@ print("max |stitch(patch(x)) - x| =", float(jnp.max(jnp.abs(back - omega))))
 # ## The model, with tiles on four devices
 #
 # `MGTFNO` wraps a built model for one tile (here a TFNO: Tucker, rank 0.1) in
-# patching and stitching: it takes and returns whole fields. Before patching it appends the *global*
-# coordinates `j / N` to the field, so every tile (and context window) carries
-# where it lies in the domain: without them, tiles that look alike could not
-# learn a position-dependent response such as the Navier–Stokes forcing
-# (the results page shows what happens without them). With `tile_sharding`, the stacked tiles
-# are laid out along a device mesh axis, so each device holds the activations
-# of 16 / 4 = 4 tiles; the result is the same as on one device.
+# patching and stitching: it takes and returns whole fields. Before patching it
+# appends the *global* coordinates `j / N` to the field, so every tile (and
+# context window) carries where it lies in the domain: without them, tiles that
+# look alike could not learn a position-dependent response such as the
+# Navier–Stokes forcing (the results page shows what happens without them). With
+# `tile_sharding`, the stacked tiles are laid out along a device mesh axis, so
+# each device holds the activations of 16 / 4 = 4 tiles; the result is the same
+# as on one device.
 
 # %%
 mesh = Mesh(np.array(jax.devices()[:4]), ("tiles",))
@@ -133,8 +142,12 @@ sharded = MGTFNO(tfno, levels=levels, padding_fraction=fraction, tile_sharding=s
 out = eqx.filter_jit(model)(omega)
 out_sharded = eqx.filter_jit(sharded)(omega)
 print("devices:", jax.devices())
-print("output", out.shape, "max difference sharded vs one device:",
-      float(jnp.max(jnp.abs(out - out_sharded))))
+print(
+    "output",
+    out.shape,
+    "max difference sharded vs one device:",
+    float(jnp.max(jnp.abs(out - out_sharded))),
+)
 
 # %% [markdown]
 # For training, `MGTFNO.training_pair(x, y)` gives `(prediction, target)`:

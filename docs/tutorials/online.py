@@ -26,6 +26,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+
 folder = Path(tempfile.mkdtemp())
 (folder / "my_heat.py").write_text(
     textwrap.dedent("""
@@ -44,12 +45,14 @@ folder = Path(tempfile.mkdtemp())
             start = u.copy()
             for _ in range(substeps):
                 u = u + r * (np.roll(u, 1) - 2 * u + np.roll(u, -1))
-            yield {"u": start[None].astype(np.float32), "u_next": u[None].astype(np.float32)}
+            u_next = u[None].astype(np.float32)
+            yield {"u": start[None].astype(np.float32), "u_next": u_next}
 """)
 )
 sys.path.insert(0, str(folder))  # the solver processes inherit this path
 
-import my_heat  # noqa: E402
+import my_heat
+
 
 steps = list(my_heat.heat_pairs({"kappa": 0.05}, seed=0, n_steps=3))
 print(len(steps), {name: field.shape for name, field in steps[0].items()})
@@ -65,13 +68,14 @@ print(len(steps), {name: field.shape for name, field in steps[0].items()})
 # dropped as duplicates.
 
 # %%
-import equinox as eqx  # noqa: E402
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import optax  # noqa: E402
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
 
-from sciml.online import ParameterSpace, Reservoir, Study, train_online  # noqa: E402
-from sciml.training import TrainSettings  # noqa: E402
+from sciml.online import ParameterSpace, Reservoir, Study, train_online
+from sciml.training import TrainSettings
+
 
 study = Study(
     simulation="my_heat.heat_pairs",
@@ -89,11 +93,11 @@ print(study.sampler.draw(study.space, 5).ravel())
 # ## 3. Train on the stream
 #
 # The surrogate maps `[u(t), log κ]` to the change `u(t + Δ) − u(t)` (so it
-# starts from the persistence guess `u(t + Δ) ≈ u(t)` and learns the decay). Each batch is a dict of
-# the solver's fields plus `"params"`, the parameters of each sample's run.
-# The reservoir buffer starts serving batches at its watermark, never replaces
-# a sample that has not been read, and reuses samples while the solvers
-# catch up.
+# starts from the persistence guess `u(t + Δ) ≈ u(t)` and learns the decay).
+# Each batch is a dict of the solver's fields plus `"params"`, the parameters of
+# each sample's run. The reservoir buffer starts serving batches at its
+# watermark, never replaces a sample that has not been read, and reuses samples
+# while the solvers catch up.
 
 
 # %%
@@ -124,8 +128,11 @@ def evaluate(model, validation):
 model = eqx.nn.MLP(128, 64, 128, 2, activation=jax.nn.gelu, key=jax.random.key(0))
 # a zero last layer: training starts from the persistence guess
 last = model.layers[-1]
-model = eqx.tree_at(lambda m: (m.layers[-1].weight, m.layers[-1].bias), model,
-                    (jnp.zeros_like(last.weight), jnp.zeros_like(last.bias)))
+model = eqx.tree_at(
+    lambda m: (m.layers[-1].weight, m.layers[-1].bias),
+    model,
+    (jnp.zeros_like(last.weight), jnp.zeros_like(last.bias)),
+)
 workdir = Path(tempfile.mkdtemp()) / "heat_study"
 result = train_online(
     study,
@@ -142,7 +149,12 @@ summary = result.summary
 print(
     {
         k: summary[k]
-        for k in ("samples_received", "samples_trained", "duplicates_dropped", "runs_done")
+        for k in (
+            "samples_received",
+            "samples_trained",
+            "duplicates_dropped",
+            "runs_done",
+        )
     }
 )
 print({k: round(v, 4) for k, v in result.fit.metrics.items() if k.startswith("eval_")})
@@ -159,25 +171,38 @@ print({k: round(v, 4) for k, v in result.fit.metrics.items() if k.startswith("ev
 # ## 4. What the trainer saw
 
 # %%
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from sciml.training import read_metrics  # noqa: E402
+from sciml.training import read_metrics
+
 
 records = read_metrics(workdir / "metrics.jsonl")
 train = [r for r in records if r.get("split") == "train"]
 evals = [r for r in records if r.get("split") == "eval"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-axes[0].plot([r["step"] for r in train], [r["received"] for r in train], label="received")
-axes[0].plot([r["step"] for r in train], [r["trained"] for r in train], label="trained (reads)")
+axes[0].plot(
+    [r["step"] for r in train], [r["received"] for r in train], label="received"
+)
+axes[0].plot(
+    [r["step"] for r in train], [r["trained"] for r in train], label="trained (reads)"
+)
 axes[0].set(xlabel="optimiser step", ylabel="samples", title="the stream")
 axes[0].legend()
 axes[1].semilogy(
-    [r["step"] for r in evals], [r["val_rel_l2"] for r in evals], "o-", label="surrogate"
+    [r["step"] for r in evals],
+    [r["val_rel_l2"] for r in evals],
+    "o-",
+    label="surrogate",
 )
 axes[1].axhline(
-    evals[-1]["persistence_rel_l2"], color="0.5", ls="--", label="persistence u(t+Δ) ≈ u(t)"
+    evals[-1]["persistence_rel_l2"],
+    color="0.5",
+    ls="--",
+    label="persistence u(t+Δ) ≈ u(t)",
 )
-axes[1].set(xlabel="optimiser step", ylabel="relative L2", title="validation on held-out runs")
+axes[1].set(
+    xlabel="optimiser step", ylabel="relative L2", title="validation on held-out runs"
+)
 axes[1].legend()
 fig.tight_layout()
 

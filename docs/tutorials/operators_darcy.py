@@ -30,6 +30,7 @@ from sciml.operators import FNO, TFNO, h1_loss, relative_lp_loss
 from sciml.training import TrainSettings, fit, make_optimizer, read_metrics
 from solvers import darcy
 
+
 # %% [markdown]
 # ## Data
 #
@@ -83,7 +84,9 @@ plt.tight_layout()
 
 # %%
 key_fno, key_tfno = jax.random.split(jax.random.key(0))
-common = dict(n_modes=(12, 12), in_channels=1, out_channels=1, hidden_channels=24, n_layers=4)
+common = dict(
+    n_modes=(12, 12), in_channels=1, out_channels=1, hidden_channels=24, n_layers=4
+)
 fno = FNO(**common, key=key_fno)
 tfno = TFNO(**common, rank=0.05, key=key_tfno)
 
@@ -94,7 +97,8 @@ def n_params(model):
 
 
 print(f"FNO:  {n_params(fno):>8,} parameters")
-print(f"TFNO: {n_params(tfno):>8,} parameters ({n_params(fno) / n_params(tfno):.1f}x fewer)")
+ratio = n_params(fno) / n_params(tfno)
+print(f"TFNO: {n_params(tfno):>8,} parameters ({ratio:.1f}x fewer)")
 
 # %% [markdown]
 # ## Training
@@ -115,7 +119,9 @@ h = 1 / (s - 1)
 def loss_fn(model, batch, key):
     x, y = batch
     pred = jax.vmap(model)(x)
-    return h1_loss(pred, y, d=2, periodic=False, domain_length=s * h, reduction="mean"), {}
+    return h1_loss(
+        pred, y, d=2, periodic=False, domain_length=s * h, reduction="mean"
+    ), {}
 
 
 @jax.jit
@@ -126,14 +132,30 @@ def batch_fn(step, key):
 
 def train_model(model, steps=400, seed=0):
     optimizer = make_optimizer(
-        {"name": "adamw", "learning_rate": 3e-3, "weight_decay": 1e-4, "schedule": "cosine",
-         "decay_steps": steps, "warmup_steps": 0, "end_factor": 0.0}
+        {
+            "name": "adamw",
+            "learning_rate": 3e-3,
+            "weight_decay": 1e-4,
+            "schedule": "cosine",
+            "decay_steps": steps,
+            "warmup_steps": 0,
+            "end_factor": 0.0,
+        }
     )
     workdir = Path(tempfile.mkdtemp())
-    result = fit(model, loss_fn, batch_fn, optimizer=optimizer, key=jax.random.key(seed),
-                 settings=TrainSettings(steps=steps, workdir=workdir, log_every=10,
-                                        progress=False))
-    train = [m for m in read_metrics(workdir / "metrics.jsonl") if m["split"] == "train"]
+    result = fit(
+        model,
+        loss_fn,
+        batch_fn,
+        optimizer=optimizer,
+        key=jax.random.key(seed),
+        settings=TrainSettings(
+            steps=steps, workdir=workdir, log_every=10, progress=False
+        ),
+    )
+    train = [
+        m for m in read_metrics(workdir / "metrics.jsonl") if m["split"] == "train"
+    ]
     return result.model, [m["step"] for m in train], [m["loss"] for m in train]
 
 
@@ -156,11 +178,14 @@ plt.tight_layout()
 # points of the same functions. The grid embedding (node coordinates in
 # $[0, 1)$) and $h$ change with the grid.
 
+
 # %%
 def errors(model, x, y, s):
     pred = jax.lax.map(model, x, batch_size=10)
     l2 = relative_lp_loss(pred, y, d=2, reduction="mean")
-    h1 = h1_loss(pred, y, d=2, periodic=False, domain_length=s / (s - 1), reduction="mean")
+    h1 = h1_loss(
+        pred, y, d=2, periodic=False, domain_length=s / (s - 1), reduction="mean"
+    )
     return float(l2), float(h1)
 
 
@@ -177,9 +202,13 @@ pred = np.asarray(tfno(x_test_2x[0]))[0] * u_std
 truth = np.asarray(y_test_2x[0, 0]) * u_std
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.2))
 for ax, field, title in zip(
-    axes, (truth, pred, np.abs(pred - truth)), ("truth (65²)", "TFNO, zero-shot", "|error|")
+    axes,
+    (truth, pred, np.abs(pred - truth)),
+    ("truth (65²)", "TFNO, zero-shot", "|error|"),
 ):
-    im = ax.imshow(field.T, origin="lower", cmap="magma" if title == "|error|" else "RdBu_r")
+    im = ax.imshow(
+        field.T, origin="lower", cmap="magma" if title == "|error|" else "RdBu_r"
+    )
     ax.set_title(title)
     ax.set_xticks([])
     ax.set_yticks([])

@@ -17,6 +17,7 @@
 # solver's diagnostics.
 
 # %%
+import functools
 import tempfile
 from typing import ClassVar
 
@@ -40,6 +41,7 @@ from sciml.pararnn import (
     solve_recurrence,
 )
 from sciml.training import TrainSettings, fit, make_optimizer, read_metrics
+
 
 # %% [markdown]
 # ## A cell of our own
@@ -90,7 +92,8 @@ cell = LeakyCell(1, 16, key=jax.random.key(0))
 hs = jax.random.normal(jax.random.key(1), (8, 16))
 us = cell.project(jax.random.normal(jax.random.key(2), (8, 1)))
 print(
-    "largest entry outside the declared structure:", check_structure(cell.step, hs, us, Diagonal())
+    "largest entry outside the declared structure:",
+    check_structure(cell.step, hs, us, Diagonal()),
 )
 
 # %% [markdown]
@@ -129,7 +132,10 @@ solution = jax.jit(
 )(us)
 sequential_states = jax.jit(lambda us: sequential_solve(cell.step, h0, us))(us)
 print(solution)
-print("max |newton - sequential|:", float(jnp.max(jnp.abs(solution.value - sequential_states))))
+print(
+    "max |newton - sequential|:",
+    float(jnp.max(jnp.abs(solution.value - sequential_states))),
+)
 
 # %% [markdown]
 # ## Training in Newton mode
@@ -204,18 +210,26 @@ grads = {
     for mode, solver in solvers.items()
 }
 leaves = [jax.tree_util.tree_leaves(grads[mode]) for mode in ("newton", "sequential")]
-print("max gradient difference:", max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(*leaves)))
+print(
+    "max gradient difference:",
+    max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(*leaves)),
+)
 
 # %% [markdown]
 # `RNNModel.solve` also returns each layer's `Solution`. After training, the
 # trained cell still converges in a few iterations:
 
 # %%
-_, layer_diagnostics = eqx.filter_jit(lambda m, x: jax.vmap(m.solve)(x))(result.model, batch_[0])
+_, layer_diagnostics = eqx.filter_jit(lambda m, x: jax.vmap(m.solve)(x))(
+    result.model, batch_[0]
+)
 d = layer_diagnostics[0].stats
 print("iterations per sequence:", d["iterations"])
 print(
-    "largest residual:", float(jnp.max(d["residual"])), " fallbacks:", int(jnp.sum(d["fallback"]))
+    "largest residual:",
+    float(jnp.max(d["residual"])),
+    " fallbacks:",
+    int(jnp.sum(d["fallback"])),
 )
 
 # %% [markdown]
@@ -239,9 +253,10 @@ for name, solver in (
     ("damped", Fallback(newton, DampedNewton(max_steps=250))),
     ("none", newton),
 ):
-    solution = jax.jit(lambda us: solve_recurrence(wild.step, h0, us, solver, throw=False))(
-        wild.project(xs[:200])
+    solve = functools.partial(
+        solve_recurrence, wild.step, h0, solver=solver, throw=False
     )
+    solution = jax.jit(solve)(wild.project(xs[:200]))
     print(f"{name:>10}: {solution}")
 
 # %% [markdown]

@@ -34,6 +34,7 @@ from sciml.ssm import (
     shipped_ptd_sizes,
 )
 
+
 for N in (8, 16, 32):
     A, _ = hippo_legs(N)
     _, V = np.linalg.eig(A)
@@ -41,22 +42,21 @@ for N in (8, 16, 32):
 
 # %% [markdown]
 # **S4D-LegS** drops the rank-one part: $A = A_N - PP^\top$ with $A_N$ normal,
-# diagonalised by a Hermitian eigendecomposition (all $\mathrm{Re}\,\lambda = -\tfrac12$).
-# **PTD** keeps $A$ but adds a small perturbation $E$, chosen by minimising the
-# condition number $\kappa(\tilde V)$ of $A + E = \tilde V \tilde\Lambda \tilde V^{-1}$ plus
-# $\gamma\|E\|$, with penalties that keep the spectrum stable and in conjugate
-# pairs. We add one term to the paper's objective: the distance between the
-# transfer functions of $A + E$ and $A$ on a grid of frequencies (see the API
-# page). Without it the optimiser reaches the same $\kappa \approx 6$ and
-# $\|E\|/\|A\| \approx 0.046$ at every size, but since $\|A\|$ grows like $N^2$
-# the worst-case distance grows with $N$ (0.32 at $N = 16$, 1.09 at $N = 128$);
-# with it, it is 0.05–0.08 up to $N = 64$, 0.44 at $N = 128$ (the paper
-# reports 0.41 for its own $N = 128$ perturbation) and 0.72 at $N = 256$ (the
-# table below). At large
-# $N$ the optimiser needs Adam steps scaled per entry by the size of $A$'s own
-# entries, and a smaller learning rate: the low modes' entries are $O(1)$
-# while $\|A\|$ is $O(N^2)$.
-# Perturbations for $N = 2, 4, \dots, 256$ ship with the package:
+# diagonalised by a Hermitian eigendecomposition
+# (all $\mathrm{Re}\,\lambda = -\tfrac12$). **PTD** keeps $A$ but adds a small
+# perturbation $E$, chosen by minimising the condition number $\kappa(\tilde V)$
+# of $A + E = \tilde V \tilde\Lambda \tilde V^{-1}$ plus $\gamma\|E\|$, with
+# penalties that keep the spectrum stable and in conjugate pairs. We add one
+# term to the paper's objective: the distance between the transfer functions of
+# $A + E$ and $A$ on a grid of frequencies (see the API page). Without it the
+# optimiser reaches the same $\kappa \approx 6$ and $\|E\|/\|A\| \approx 0.046$
+# at every size, but since $\|A\|$ grows like $N^2$ the worst-case distance
+# grows with $N$ (0.32 at $N = 16$, 1.09 at $N = 128$); with it, it is 0.05–0.08
+# up to $N = 64$, 0.44 at $N = 128$ (the paper reports 0.41 for its own
+# $N = 128$ perturbation) and 0.72 at $N = 256$ (the table below). At large $N$ the
+# optimiser needs Adam steps scaled per entry by the size of $A$'s own entries,
+# and a smaller learning rate: the low modes' entries are $O(1)$ while $\|A\|$
+# is $O(N^2)$. Perturbations for $N = 2, 4, \dots, 256$ ship with the package:
 
 # %%
 print("shipped sizes:", shipped_ptd_sizes())
@@ -80,10 +80,16 @@ N = 12
 A, B = hippo_legs(N)
 E = optimize_perturbation(N)
 G = np.random.default_rng(0).standard_normal((N, N))
-for name, P in (("optimised", E), ("random", G * np.linalg.norm(E, 2) / np.linalg.norm(G, 2))):
+for name, P in (
+    ("optimised", E),
+    ("random", G * np.linalg.norm(E, 2) / np.linalg.norm(G, 2)),
+):
     w, V = np.linalg.eig(A + P)
     V = V / np.linalg.norm(V, axis=0)
-    print(f"{name:9s} E: cond(V~) = {np.linalg.cond(V):8.1f}, max Re λ = {w.real.max():6.2f}")
+    print(
+        f"{name:9s} E: cond(V~) = {np.linalg.cond(V):8.1f},",
+        f"max Re λ = {w.real.max():6.2f}",
+    )
 
 # %% [markdown]
 # ## The spectra
@@ -94,10 +100,18 @@ for name, P in (("optimised", E), ("random", G * np.linalg.norm(E, 2) / np.linal
 # %%
 N = 32
 fig, ax = plt.subplots(figsize=(6, 4))
-for name, options, marker in (("S4D-LegS", {"init": "legs"}, "o"), ("PTD", {"init": "ptd"}, "x")):
+for name, options, marker in (
+    ("S4D-LegS", {"init": "legs"}, "o"),
+    ("PTD", {"init": "ptd"}, "x"),
+):
     Lambda, _, _ = diagonal_system(N, **options)
     ax.scatter(-Lambda.real, np.abs(Lambda.imag), marker=marker, label=name)
-ax.set(xscale="log", xlabel="−Re λ (damping)", ylabel="|Im λ| (frequency)", title=f"N = {N}")
+ax.set(
+    xscale="log",
+    xlabel="−Re λ (damping)",
+    ylabel="|Im λ| (frequency)",
+    title=f"N = {N}",
+)
 ax.legend()
 plt.show()
 
@@ -106,7 +120,8 @@ plt.show()
 #
 # The state of the continuous system driven by $e^{i\omega t}$ is
 # $\Phi(i\omega) = (i\omega - A)^{-1}B$. Mapped back to HiPPO coordinates, a
-# diagonal system $(\Lambda, V, \tilde B)$ gives $\Phi(i\omega) = V(i\omega - \Lambda)^{-1}\tilde B$.
+# diagonal system $(\Lambda, V, \tilde B)$ gives
+# $\Phi(i\omega) = V(i\omega - \Lambda)^{-1}\tilde B$.
 # S4D-LegS has a spike at each of its lightly damped modes, growing with $N$ at
 # the top frequency; PTD stays close at every frequency.
 
@@ -121,7 +136,11 @@ for name, options in (
 ):
     phi = diagonal_transfer(*diagonal_system(N, **options), omega)
     ax.semilogy(omega, np.linalg.norm(phi - hippo, axis=1), label=name, lw=0.8)
-ax.set(xlabel="frequency ω", ylabel="‖Φ(iω) − Φ_H(iω)‖", title=f"distance to HiPPO-LegS, N = {N}")
+ax.set(
+    xlabel="frequency ω",
+    ylabel="‖Φ(iω) − Φ_H(iω)‖",
+    title=f"distance to HiPPO-LegS, N = {N}",
+)
 ax.legend(fontsize=8)
 plt.show()
 

@@ -11,7 +11,8 @@
 # Large data sets come from the command line, e.g.
 #
 # ```bash
-# python -m solvers.generate navier_stokes --n 1000 --resolution 64 --out data/ns.h5
+# python -m solvers.generate navier_stokes --n 1000 --resolution 64 \
+#     --out data/ns.h5
 # python -m solvers.generate darcy --n 1000 --resolution 65 --out data/darcy.h5
 # ```
 
@@ -29,6 +30,7 @@ from sciml.data import Batches, Normalizer, read_dataset, train_test_split
 from solvers import darcy, generate, navier_stokes as ns, poisson
 from solvers.stepping import record, repeat, rollout
 
+
 jax.config.update("jax_enable_x64", True)
 
 # %% [markdown]
@@ -42,7 +44,9 @@ jax.config.update("jax_enable_x64", True)
 # on `(seed, i)`.
 
 # %%
-data = ns.make_dataset(4, 64, seed=0, viscosity=1e-3, t_final=4.0, record_every=1.0, dt=2e-3)
+data = ns.make_dataset(
+    4, 64, seed=0, viscosity=1e-3, t_final=4.0, record_every=1.0, dt=2e-3
+)
 print({k: v.shape for k, v in data.items()})
 
 fig, axes = plt.subplots(2, 5, figsize=(13, 5.2))
@@ -64,9 +68,12 @@ plt.tight_layout()
 # coarse grid's discretisation error (useful for zero-shot super-resolution).
 
 # %%
-fine = ns.make_dataset(1, 128, seed=0, viscosity=1e-3, t_final=4.0, record_every=1.0, dt=2e-3)
+fine = ns.make_dataset(
+    1, 128, seed=0, viscosity=1e-3, t_final=4.0, record_every=1.0, dt=2e-3
+)
 diff = np.abs(fine["outputs"][0, -1, ::2, ::2] - data["outputs"][0, -1]).max()
-print(f"max |fine[::2, ::2] - coarse| at t = 4: {diff:.2e} (field max {np.abs(data['outputs'][0, -1]).max():.2f})")
+field_max = np.abs(data["outputs"][0, -1]).max()
+print(f"max |fine[::2, ::2] - coarse| at t = 4: {diff:.2e} (field max {field_max:.2f})")
 
 # %% [markdown]
 # ### The stepper module and the time loop
@@ -140,9 +147,13 @@ print(f"chunked vs direct after 100 steps: {np.abs(w - direct).max():.1e}")
 dset = darcy.make_dataset(3, 65, seed=0)
 fig, axes = plt.subplots(2, 3, figsize=(10, 6.5))
 for i in range(3):
-    axes[0, i].imshow(dset["inputs"][i].T, origin="lower", cmap="viridis", extent=(0, 1, 0, 1))
+    axes[0, i].imshow(
+        dset["inputs"][i].T, origin="lower", cmap="viridis", extent=(0, 1, 0, 1)
+    )
     axes[0, i].set_title(f"a, sample {i}")
-    im = axes[1, i].imshow(dset["outputs"][i].T, origin="lower", cmap="magma", extent=(0, 1, 0, 1))
+    im = axes[1, i].imshow(
+        dset["outputs"][i].T, origin="lower", cmap="magma", extent=(0, 1, 0, 1)
+    )
     axes[1, i].set_title(f"u, sample {i}")
     plt.colorbar(im, ax=axes[1, i], shrink=0.8)
 for ax in axes.ravel():
@@ -170,10 +181,14 @@ print(f"u(1/2, 1/2) with a = 1: {darcy.solve(np.ones((129, 129)))[64, 64]:.5f}")
 
 # %%
 workdir = Path(tempfile.mkdtemp())
-path = generate.generate("darcy", 8, 33, workdir / "darcy.h5", seed=1, chunk=4, progress=False)
+path = generate.generate(
+    "darcy", 8, 33, workdir / "darcy.h5", seed=1, chunk=4, progress=False
+)
 with h5py.File(path) as f:
     print({k: f[k].shape for k in f})
-    print("axes of outputs:", f["outputs"].attrs["axes"], "| a_high =", f.attrs["a_high"])
+    print(
+        "axes of outputs:", f["outputs"].attrs["axes"], "| a_high =", f.attrs["a_high"]
+    )
     print("grid:", f.attrs["grid"])
 try:
     generate.generate("heat", 8, 33, path, progress=False)
@@ -195,15 +210,26 @@ with h5py.File(path, "r+") as f:
     f["done"][5] = False  # as if the run had stopped before sample 5 was written
 ds = read_dataset(path)
 train, test = train_test_split(ds, 6)
-print("finished samples:", ds.indices, "| train:", train.indices, "| test:", test.indices)
-print("fields:", ds.fields["inputs"], ds.fields["outputs"], "| axes:", ds.axes["inputs"])
+print(
+    "finished samples:", ds.indices, "| train:", train.indices, "| test:", test.indices
+)
+print(
+    "fields:", ds.fields["inputs"], ds.fields["outputs"], "| axes:", ds.axes["inputs"]
+)
 
 norm = Normalizer.fit(train["inputs"], channel_axis=train.channel_axis("inputs"))
 z = norm(train["inputs"])
-print(f"normalised mean {float(z.mean()):.1e}, std {float(z.std()):.3f}, "
-      f"round trip error {float(np.abs(norm.inverse(z) - train['inputs']).max()):.1e}")
+print(
+    f"normalised mean {float(z.mean()):.1e}, std {float(z.std()):.3f}, "
+    f"round trip error {float(np.abs(norm.inverse(z) - train['inputs']).max()):.1e}"
+)
 batches = Batches(train, batch_size=2, seed=0)
-print("batches per epoch:", len(batches), "| first batch:", {k: v.shape for k, v in batches.at(0).items()})
+print(
+    "batches per epoch:",
+    len(batches),
+    "| first batch:",
+    {k: v.shape for k, v in batches.at(0).items()},
+)
 
 # %% [markdown]
 # ## Voxel Poisson systems
@@ -220,15 +246,19 @@ b = poisson.random_rhs(labels, seed=0)
 x = poisson.solve(labels, b)
 matrix_free = np.asarray(op(jnp.asarray(x)))
 print(f"{int((labels == poisson.FLUID).sum())} fluid cells, nnz = {matrix.nnz}")
-print(f"|A x - b| = {np.abs(matrix_free - b).max():.1e} (matrix-free), "
-      f"{np.abs((matrix @ x.ravel()).reshape(labels.shape) - b).max():.1e} (CSR)")
+print(
+    f"|A x - b| = {np.abs(matrix_free - b).max():.1e} (matrix-free), "
+    f"{np.abs((matrix @ x.ravel()).reshape(labels.shape) - b).max():.1e} (CSR)"
+)
 
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
 axes[0].imshow(labels.T, origin="lower", cmap="Set2")
 axes[0].set_title("labels: fluid / solid / air")
 axes[1].imshow(b.T, origin="lower", cmap="RdBu_r")
 axes[1].set_title("right-hand side b")
-axes[2].imshow(np.where(labels == poisson.FLUID, x, np.nan).T, origin="lower", cmap="viridis")
+axes[2].imshow(
+    np.where(labels == poisson.FLUID, x, np.nan).T, origin="lower", cmap="viridis"
+)
 axes[2].set_title("pressure x")
 for ax in axes:
     ax.set_xticks([])

@@ -7,7 +7,8 @@
 # autoregressive generation.
 #
 # A diagonal SSM layer maps a sequence $u_0, \dots, u_{L-1}$ of `H` features
-# through $x_t = \bar\Lambda x_{t-1} + \bar B u_t$, $y_t = 2\,\mathrm{Re}(C x_t) + D u_t$.
+# through $x_t = \bar\Lambda x_{t-1} + \bar B u_t$,
+# $y_t = 2\,\mathrm{Re}(C x_t) + D u_t$.
 # **S4D** runs `H` independent single-input systems (one per feature), **S5**
 # one multi-input system over all features. Both take one sequence of shape
 # `(length, features)`; batches go through `jax.vmap`.
@@ -24,19 +25,23 @@ import optax
 from sciml.ssm import S4D, S5, SequenceModel, ssm_labels
 from sciml.training import TrainSettings, fit, make_optimizer
 
+
 key = jax.random.key(0)
-s4d = S4D(16, 32, init="legs", key=key)  # H = 16 features, state size N = 32 (16 complex modes)
+s4d = S4D(
+    16, 32, init="legs", key=key
+)  # H = 16 features, state size N = 32 (16 complex modes)
 s5 = S5(16, 32, blocks=2, init="hippo-n", key=key)  # P = 32, two HiPPO-N blocks
 u = jax.random.normal(jax.random.key(1), (500, 16))
 for layer in (s4d, s5):
     outputs = {mode: layer(u, mode=mode) for mode in ("conv", "scan", "recurrent")}
     gap = max(float(jnp.max(jnp.abs(outputs[m] - outputs["conv"]))) for m in outputs)
-    print(f"{type(layer).__name__}: the conv, scan and recurrent paths differ by {gap:.1e}")
+    name = type(layer).__name__
+    print(f"{name}: the conv, scan and recurrent paths differ by {gap:.1e}")
 
 # %% [markdown]
-# The S4D kernel $K_h[l] = 2\,\mathrm{Re}\sum_n C_{hn}\bar B_{hn}\bar\lambda_{hn}^l$ shows
-# the memory of each channel: channels with a small step $\Delta$ remember
-# longer.
+# The S4D kernel $K_h[l] = 2\,\mathrm{Re}\sum_n C_{hn}\bar B_{hn}\bar\lambda_{hn}^l$
+# shows the memory of each channel: channels with a small step $\Delta$
+# remember longer.
 
 # %%
 K = s4d.kernel(500)[0]
@@ -91,30 +96,45 @@ def make_ssm_optimizer(ssm_learning_rate, steps=300):
             "warmup_steps": 30,
             "decay_steps": steps,
             "clip_norm": 1.0,
-            "groups": {"ssm": {"learning_rate": ssm_learning_rate, "weight_decay": 0.0}},
+            "groups": {
+                "ssm": {"learning_rate": ssm_learning_rate, "weight_decay": 0.0}
+            },
         },
         ssm_labels,
     )
 
 
-# S4D-Lin with S4's (Λ, B, Δ) learning rate; S5 (HiPPO-N) learns faster with a larger one
+# S4D-Lin with S4's (Λ, B, Δ) learning rate; S5 (HiPPO-N) learns faster with a
+# larger one
 setups = {"s4d": ({"init": "lin"}, 1e-3), "s5": ({"init": "hippo-n"}, 1e-2)}
 trained = {}
 for layer, (ssm_kwargs, ssm_learning_rate) in setups.items():
     model = SequenceModel(
-        CLASSES, CLASSES, layer=layer, d_model=32, n_layers=2, state_size=32, pooling="last",
-        ssm_kwargs=ssm_kwargs, key=jax.random.key(3),
+        CLASSES,
+        CLASSES,
+        layer=layer,
+        d_model=32,
+        n_layers=2,
+        state_size=32,
+        pooling="last",
+        ssm_kwargs=ssm_kwargs,
+        key=jax.random.key(3),
     )
     start = time.perf_counter()
     result = fit(
-        model, loss_fn, jax.jit(lambda step, key: recall_batch(key, 32)),
-        optimizer=make_ssm_optimizer(ssm_learning_rate), key=jax.random.key(4),
-        settings=TrainSettings(steps=300, progress=False), eval_fn=test_accuracy,
+        model,
+        loss_fn,
+        jax.jit(lambda step, key: recall_batch(key, 32)),
+        optimizer=make_ssm_optimizer(ssm_learning_rate),
+        key=jax.random.key(4),
+        settings=TrainSettings(steps=300, progress=False),
+        eval_fn=test_accuracy,
     )
     trained[layer] = result.model
     print(
-        f"{layer}: test accuracy {result.metrics['eval_accuracy']:.3f} (chance {1 / CLASSES}) "
-        f"after {result.step} steps, {time.perf_counter() - start:.0f} s"
+        f"{layer}: test accuracy {result.metrics['eval_accuracy']:.3f}",
+        f"(chance {1 / CLASSES})",
+        f"after {result.step} steps, {time.perf_counter() - start:.0f} s",
     )
 
 # %% [markdown]
@@ -161,12 +181,21 @@ def next_token_loss(model, batch, key):
 
 
 generator = SequenceModel(
-    VOCAB, VOCAB, layer="s5", d_model=32, n_layers=2, state_size=16, pooling="none",
+    VOCAB,
+    VOCAB,
+    layer="s5",
+    d_model=32,
+    n_layers=2,
+    state_size=16,
+    pooling="none",
     key=jax.random.key(5),
 )
 generator = fit(
-    generator, next_token_loss, jax.jit(lambda step, key: counting_batch(key, 32)),
-    optimizer=make_ssm_optimizer(1e-2), key=jax.random.key(6),
+    generator,
+    next_token_loss,
+    jax.jit(lambda step, key: counting_batch(key, 32)),
+    optimizer=make_ssm_optimizer(1e-2),
+    key=jax.random.key(6),
     settings=TrainSettings(steps=300, progress=False),
 ).model
 
@@ -191,4 +220,5 @@ def generate(model, prompt, n_new):
 
 for stride in (1, 2, 3):
     prompt = (5 + stride * jnp.arange(4)) % VOCAB
-    print(f"stride {stride}: prompt {prompt.tolist()} → {generate(generator, prompt, 12).tolist()}")
+    continuation = generate(generator, prompt, 12).tolist()
+    print(f"stride {stride}: prompt {prompt.tolist()} → {continuation}")
