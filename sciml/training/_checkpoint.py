@@ -85,6 +85,11 @@ class Checkpointer:
       raises `CheckpointMismatchError` instead of loading foreign weights.
     - `run_config`: the run's config as JSON data, stored in every checkpoint's
       metadata (read back with `metadata()["config"]`).
+    - `remove_unfinished`: remove the temporary folders
+      (`<step>.orbax-checkpoint-tmp*`) of writes that never finished (a
+      process killed while writing); only for the process that writes the
+      checkpoints, as a reader could remove a write in progress. Otherwise
+      they are ignored: an unfinished write is never restored.
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class Checkpointer:
         keep: int = 3,
         fingerprint: dict | None = None,
         run_config: dict | None = None,
+        remove_unfinished: bool = False,
     ):
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}.")
@@ -101,7 +107,10 @@ class Checkpointer:
         self.fingerprint = dict(fingerprint or {})
         self.run_config = run_config
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep, create=True, enable_async_checkpointing=False
+            max_to_keep=keep,
+            create=True,
+            enable_async_checkpointing=False,
+            cleanup_tmp_directories=bool(remove_unfinished),
         )
         self._manager = ocp.CheckpointManager(
             self.directory,

@@ -12,17 +12,14 @@ that Python cannot stop part-way, and an exception raised when it returns
 would drop its steps; so during the run both signals are only recorded (with a
 note on standard error): the chunk in progress finishes, is checkpointed, and
 then `KeyboardInterrupt` is raised. A second signal raises at once, giving up
-the chunk in progress (the checkpoint of the previous one stays).
+the chunk in progress (the checkpoint of the previous one stays); a checkpoint
+write is never cut short, a signal during it takes effect when it is complete.
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,7 @@ import jax
 from .._checks import check_positive_int
 from .._monitor import AbstractMonitor, Advance
 from ._checkpoint import Checkpointer
+from ._interrupts import deferred_interrupts
 from ._progress import progress_bar
 
 
@@ -84,22 +82,25 @@ class ChunkedRun(AbstractMonitor):
         checkpointer = None
         start = 0
         if self.directory is not None:
-            checkpointer = Checkpointer(self.directory, keep=self.keep, fingerprint=fingerprint)
+            checkpointer = Checkpointer(
+                self.directory, keep=self.keep, fingerprint=fingerprint, remove_unfinished=True
+            )
             if checkpointer.latest_step() is not None:
                 state, _, key, start = checkpointer.restore(state, ())
                 print(f"{self.description}: resuming from step {start} of {total}", file=sys.stderr)
 
         def save(current: tuple[Any, int]) -> None:
             if checkpointer is not None and checkpointer.latest_step() != current[1]:
-                checkpointer.save(current[1], current[0], (), key)
+                with interrupts.writing():
+                    checkpointer.save(current[1], current[0], (), key)
 
         bar = progress_bar(total, initial=start, desc=self.description, disable=not self.progress)
         # state and step are one tuple, replaced by one assignment, so an
         # interrupt never sees a state and a step that disagree
         current = (state, start)
-        with _deferred_interrupts(self.description) as received:
+        with deferred_interrupts(self.description, "the chunk in progress") as interrupts:
             try:
-                while current[1] < total and not received:
+                while current[1] < total and not interrupts.received:
                     began = time.perf_counter()
                     state, step, info = advance(*current)
                     jax.block_until_ready(state)
@@ -112,49 +113,16 @@ class ChunkedRun(AbstractMonitor):
                     bar.update(done)
                     save(current)
                 save(current)
-                if received:
-                    raise KeyboardInterrupt(f"signal {received[0]}")
+                interrupts.check()
             except KeyboardInterrupt:
-                save(current)
+                if not interrupts.hard:
+                    save(current)
                 raise
             finally:
                 bar.close()
                 if checkpointer is not None:
                     checkpointer.close()
         return current[0], start
-
-
-@contextlib.contextmanager
-def _deferred_interrupts(description: str) -> Iterator[list[str]]:
-    """Inside the block SIGINT and SIGTERM are appended (by name) to the
-    yielded list instead of interrupting; a second one raises
-    `KeyboardInterrupt` at once. Previous handlers are restored on exit; off
-    the main thread nothing is changed."""
-    received: list[str] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-
-    def handler(signum, frame):
-        name = signal.Signals(signum).name
-        if received:
-            raise KeyboardInterrupt(f"signal {name}")
-        received.append(name)
-        print(
-            f"{description}: {name} received; checkpointing when the chunk in progress "
-            "has finished (send it again to stop at once)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, handler)
-    try:
-        yield received
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, signal.SIG_DFL if old is None else old)
 
 
 def _shown(info: dict[str, Any]) -> dict[str, str]:
