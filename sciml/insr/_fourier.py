@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_positive_finite, check_positive_int, default_float_dtype
+from .._checks import check_float_dtype, check_positive_finite, check_positive_int
 
 
 def fourier_features(
@@ -83,7 +83,7 @@ class FourierBasis(eqx.Module):
         self.lower, self.upper = float(lower), float(upper)
         shape = (out_size, (2 * self.n_modes + 1) ** self.in_size)
         if coefficients is None:
-            coefficients = jnp.zeros(shape, default_float_dtype(dtype))
+            coefficients = jnp.zeros(shape, check_float_dtype("dtype", dtype))
         coefficients = jnp.asarray(coefficients)
         if coefficients.shape != shape:
             raise ValueError(f"`coefficients` must have shape {shape}, got {coefficients.shape}.")
@@ -150,7 +150,7 @@ class FourierFeatureMLP(eqx.Module):
         in_size = check_positive_int("in_size", in_size)
         n_features = check_positive_int("n_features", n_features)
         check_positive_finite("scale", scale)
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         kb, km = jax.random.split(key)
         self.frequencies = scale * jax.random.normal(kb, (n_features, in_size), dtype)
         self.mlp = eqx.nn.MLP(

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_positive_finite, check_positive_int, default_float_dtype
+from .._checks import check_float_dtype, check_positive_finite, check_positive_int
 
 
 def siren_weight_bound(fan_in: int, omega0: float, *, first: bool) -> float:
@@ -66,7 +66,7 @@ class SIREN(eqx.Module):
         ):
             raise ValueError(f"`hidden_layers` must be an integer >= 0, got {hidden_layers!r}.")
         check_positive_finite("omega0", omega0)
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         sizes = [in_size] + [width] * (hidden_layers + 1) + [out_size]
         keys = jax.random.split(key, 2 * (len(sizes) - 1))
         layers = []

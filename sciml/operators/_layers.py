@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_choice, default_float_dtype
+from .._checks import check_choice, check_float_dtype
 from .._custom_types import Real
 
 
@@ -43,7 +43,7 @@ class PointwiseLinear(eqx.Module):
     def __init__(
         self, in_channels: int, out_channels: int, *, use_bias: bool = True, dtype=None, key
     ):
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         bound = 1.0 / math.sqrt(in_channels)
         n_weight = out_channels * in_channels
         # one random draw for weight and bias (one kernel to compile, not two)
@@ -86,6 +86,7 @@ class ChannelMLP(eqx.Module):
         if n_layers < 1:
             raise ValueError(f"ChannelMLP `n_layers` must be >= 1, got {n_layers}.")
         check_activation("activation", activation)
+        dtype = check_float_dtype("dtype", dtype)
         sizes = [in_channels] + [hidden_channels] * (n_layers - 1) + [out_channels]
         keys = jax.random.split(key, n_layers)
         self.layers = [
@@ -109,7 +110,7 @@ class SoftGating(eqx.Module):
     bias: Float[Array, " channels"] | None
 
     def __init__(self, channels: int, *, use_bias: bool = False, dtype=None):
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         self.weight = jnp.ones((channels,), dtype)
         self.bias = jnp.ones((channels,), dtype) if use_bias else None
 
@@ -165,7 +166,7 @@ class GroupNorm(eqx.Module):
     eps: Real = eqx.field(static=True, default=1e-5)
 
     def __init__(self, channels: int, *, eps: Real = 1e-5, dtype=None):
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         self.weight = jnp.ones((channels,), dtype)
         self.bias = jnp.zeros((channels,), dtype)
         self.eps = eps

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
-from .._checks import check_choice, default_float_dtype
+from .._checks import check_choice, check_float_dtype
 from .._custom_types import Real
 from ._dft import dft_forward_modes, dft_inverse
 from ._tensors import make_tensor
@@ -384,7 +384,7 @@ def conv_options(
         bool(bias),
         std,
         channels + kept_shape(n_modes),
-        default_float_dtype(dtype),
+        check_float_dtype("dtype", dtype),
     )
 
 

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
-from .._checks import default_float_dtype
+from .._checks import check_float_dtype
 from ._ranks import cp_rank, tt_rank, tucker_rank
 
 
@@ -83,7 +83,7 @@ class DenseTensor(eqx.Module):
 
     def __init__(self, shape, *, std: float = 1.0, dtype=None, key: PRNGKeyArray):
         self.shape = tuple(int(s) for s in shape)
-        self.data = complex_normal(key, self.shape, std, default_float_dtype(dtype))
+        self.data = complex_normal(key, self.shape, std, check_float_dtype("dtype", dtype))
 
     def operands(self, modes: str) -> tuple[list[str], list[Array]]:
         _check_modes(modes, self.shape)
@@ -108,7 +108,7 @@ class CPTensor(eqx.Module):
     rank: int = eqx.field(static=True)
 
     def __init__(self, shape, rank=0.1, *, std: float = 1.0, dtype=None, key: PRNGKeyArray):
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         self.shape = tuple(int(s) for s in shape)
         self.rank = cp_rank(self.shape, rank)
         std_factors = (std / math.sqrt(self.rank)) ** (1.0 / len(self.shape))
@@ -142,7 +142,7 @@ class TuckerTensor(eqx.Module):
     rank: tuple[int, ...] = eqx.field(static=True)
 
     def __init__(self, shape, rank=0.1, *, std: float = 1.0, dtype=None, key: PRNGKeyArray):
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         self.shape = tuple(int(s) for s in shape)
         self.rank = tucker_rank(self.shape, rank)
         order = len(self.shape)
@@ -176,7 +176,7 @@ class TTTensor(eqx.Module):
     rank: tuple[int, ...] = eqx.field(static=True)
 
     def __init__(self, shape, rank=0.1, *, std: float = 1.0, dtype=None, key: PRNGKeyArray):
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         self.shape = tuple(int(s) for s in shape)
         self.rank = tt_rank(self.shape, rank)
         order = len(self.shape)
@@ -216,7 +216,7 @@ class JointTuckerTensor(eqx.Module):
     def __init__(
         self, n_layers: int, shape, rank=0.1, *, std: float = 1.0, dtype=None, key: PRNGKeyArray
     ):
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         self.shape = (int(n_layers), *(int(s) for s in shape))
         self.rank = tucker_rank(self.shape, rank)
         order = len(self.shape)

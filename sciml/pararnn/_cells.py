@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import check_positive_int, default_float_dtype
+from .._checks import check_float_dtype, check_positive_int
 from ..recurrence import AbstractStructure, Block, Dense, Diagonal
 
 
@@ -132,7 +132,7 @@ def _para_init(key, input_size, hidden_size, num_heads, dtype, rows_c=0):
     `rows_c` rows of peepholes `C`; None without), per-head input blocks `B`
     Xavier-uniform, biases zero except the first gate's `−linspace(0, 1, H)`."""
     _check_sizes(input_size, hidden_size, num_heads)
-    dtype, rows_a = default_float_dtype(dtype), 3
+    dtype, rows_a = check_float_dtype("dtype", dtype), 3
     ka, kb, kc = jax.random.split(key, 3)
     head_in, head_state = input_size // num_heads, hidden_size // num_heads
     std = 2 / math.sqrt(5 * hidden_size)
@@ -267,7 +267,7 @@ def _dense_init(key, input_size, hidden_size, gates, dtype, n_biases=1):
     sizes checked, every entry `U(−1/√H, 1/√H)` (equinox's and PyTorch's rule);
     the second bias, if any, has `H` entries."""
     _check_sizes(input_size, hidden_size, 1)
-    dtype, limit = default_float_dtype(dtype), 1 / math.sqrt(hidden_size)
+    dtype, limit = check_float_dtype("dtype", dtype), 1 / math.sqrt(hidden_size)
     rows = gates * hidden_size
     shapes = [(rows, input_size), (rows, hidden_size), (rows,), (hidden_size,)][: 2 + n_biases]
     keys = jax.random.split(key, len(shapes))

@@ -11,7 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from .._checks import check_choice, check_finite, check_positive_int, default_float_dtype
+from .._checks import (
+    check_choice,
+    check_finite,
+    check_float_dtype,
+    check_positive_int,
+    default_float_dtype,
+)
 from ..solution import Solution
 from ._auto import Auto
 from ._cells import GRU, LSTM, AbstractCell, ParaGRU, ParaLSTM
@@ -268,7 +274,7 @@ class RNNModel(eqx.Module):
         key: PRNGKeyArray,
     ):
         check_positive_int("depth", depth)
-        dtype = default_float_dtype() if dtype is None else dtype
+        dtype = check_float_dtype("dtype", dtype)
         keys = jax.random.split(key, 2 * depth + 2)
         if tokens:
             self.encoder = eqx.nn.Embedding(input_size, width, key=keys[0], dtype=dtype)

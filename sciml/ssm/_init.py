@@ -18,7 +18,7 @@ import numpy as np
 import scipy.linalg
 from jaxtyping import Array, PRNGKeyArray
 
-from .._checks import default_float_dtype
+from .._checks import check_float_dtype
 from ._hippo import _check_size, hippo_legs, hippo_normal_eig
 from ._ptd import ptd_eig
 
@@ -194,7 +194,7 @@ def log_dt_init(
 ) -> Array:
     """`log Δ ~ U[log dt_min, log dt_max]`: a jax array of `shape`."""
     check_dt_range(dt_min, dt_max)
-    dtype = default_float_dtype(dtype)
+    dtype = check_float_dtype("dtype", dtype)
     return jax.random.uniform(key, shape, dtype, np.log(dt_min), np.log(dt_max))
 
 

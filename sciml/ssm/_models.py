@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._checks import check_choice, check_finite, default_float_dtype
+from .._checks import check_choice, check_finite, check_float_dtype
 from ._diagonal import _DiagonalSSM
 from ._recurrent import check_real_input
 from ._s4d import S4D
@@ -190,7 +190,7 @@ class SequenceModel(eqx.Module):
             raise ValueError(f"n_layers must be positive, got {n_layers}.")
         if activation is None:
             activation = "glu" if layer == "s4d" else "half_glu1"
-        dtype = default_float_dtype(dtype)
+        dtype = check_float_dtype("dtype", dtype)
         keys = jax.random.split(key, 2 * n_layers + 2)
         self.encoder = eqx.nn.Linear(d_input, d_model, key=keys[0], dtype=dtype)
         self.decoder = eqx.nn.Linear(d_model, d_output, key=keys[1], dtype=dtype)
