@@ -18,6 +18,7 @@ import optax
 
 from .._checks import check_key, settings_module_only
 from ._checkpoint import Checkpointer, Extra
+from ._interrupts import deferred_interrupts
 from ._metrics import MetricsWriter
 from ._progress import progress_bar
 from ._settings import TrainSettings, check_settings
@@ -271,6 +272,13 @@ def fit(
     run is refused. `run_config` (JSON data) is stored in each checkpoint's
     metadata, so the model can be rebuilt from the run directory.
 
+    Ctrl-C and SIGTERM only set a flag: the step in progress finishes (a
+    `batch_fn` still waiting for data is given up), its loss is checked, one
+    checkpoint is written and `KeyboardInterrupt` is raised. A checkpoint write
+    is never cut short; a second signal stops at once, keeping the last
+    checkpoint. The temporary folder of a write killed part-way is removed on
+    resume.
+
     A stream of batches drives `fit` the same way: `batch_fn` may wait for data
     and raises [`EndOfData`][sciml.training.EndOfData] when its stream has
     ended; `extra_state` (an [`ExtraState`][sciml.training.ExtraState]) is
@@ -318,6 +326,7 @@ def fit(
             keep=settings.keep_checkpoints,
             fingerprint=settings.fingerprint,
             run_config=settings.run_config,
+            remove_unfinished=True,
         )
         writer = MetricsWriter(workdir / "metrics.jsonl")
         latest = checkpointer.latest_step()
@@ -370,20 +379,23 @@ def fit(
     def save(state: tuple) -> None:
         model, opt_state, key, step = state
         if checkpointer is not None and checkpointer.latest_step() != step:
-            extra = extra_state.save() if extra_state is not None else None
-            checkpointer.save(step, model, opt_state, key, extra)
+            with interrupts.writing():  # never cut: a signal waits for the write
+                extra = extra_state.save() if extra_state is not None else None
+                checkpointer.save(step, model, opt_state, key, extra)
 
     # The whole training state is one tuple, replaced by a single assignment, so
     # an interrupt never sees a model and a step counter that disagree.
     state = (model, opt_state, key, start)
     ended_early = False
-    with sigterm_as_interrupt():
+    with deferred_interrupts(description, "the step in progress") as interrupts:
         try:
             while state[3] < steps:
+                interrupts.check()
                 model, opt_state, key, step = state
                 key, batch_key, loss_key = _split3(key)
                 try:
-                    batch = batch_fn(step, batch_key)
+                    with interrupts.abandonable():  # waiting for data is given up
+                        batch = batch_fn(step, batch_key)
                 except EndOfData:
                     ended_early = True
                     break
@@ -404,10 +416,13 @@ def fit(
             if eval_fn is not None and not (eval_every and step % eval_every == 0 and step > start):
                 evaluate(model, step)
             save(state)
+            interrupts.check()
         except KeyboardInterrupt:
-            # Keep finished work: check the pending steps, then checkpoint them.
-            log(state[3])
-            save(state)
+            # Keep finished work: check the pending steps, then checkpoint them
+            # (once; a second signal gives them up and keeps the last checkpoint).
+            if not interrupts.hard:
+                log(state[3])
+                save(state)
             raise
         finally:
             bar.close()
