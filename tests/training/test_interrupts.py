@@ -154,13 +154,15 @@ def test_a_write_killed_part_way_is_removed_on_resume(tmp_path):
     checkpoints = tmp_path / "killed" / "checkpoints"
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path / "killed", _Signals(batch=(4, [INT])))
-    # what a write of step 8 killed part-way leaves: its items under orbax's
-    # temporary names, no commit marker
-    for item in ("state", "meta"):
-        shutil.copytree(
-            tmp_path / "straight" / "checkpoints" / "8" / item,
-            checkpoints / "8.orbax-checkpoint-tmp" / f"{item}.orbax-checkpoint-tmp",
-        )
+    # what a write killed part-way leaves: its items under orbax's temporary
+    # names, no commit marker; for step 8, which the resumed run writes again,
+    # and for step 10 (a run with other `checkpoint_every`), which it does not
+    for step in (8, 10):
+        for item in ("state", "meta"):
+            shutil.copytree(
+                tmp_path / "straight" / "checkpoints" / "8" / item,
+                checkpoints / f"{step}.orbax-checkpoint-tmp" / f"{item}.orbax-checkpoint-tmp",
+            )
     assert Checkpointer(checkpoints).latest_step() == 4
     resumed = _run(tmp_path / "killed")
     assert sorted(p.name for p in checkpoints.iterdir()) == ["12", "4", "8"]
