@@ -56,11 +56,11 @@ class Headline:
             text += f" ({self.baseline_name} {self._number(base)})"
         return text
 
-    def _number(self, value: float) -> str:
+    def _number(self, value: int | float) -> str:
         return f"{100 * value:.3g} %" if self.percent else f"{value:.4g}"
 
 
-def _lookup(summary: dict[str, Any], key: str) -> float | None:
+def _lookup(summary: dict[str, Any], key: str) -> int | float | None:
     value: Any = summary
     for part in key.split("."):
         if not isinstance(value, dict) or part not in value:

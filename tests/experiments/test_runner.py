@@ -336,6 +336,11 @@ def test_resume_with_more_steps_stretches_the_schedule(tmp_path, capsys):
     run = tmp_path / "run"
     argv = ["--config", QUICKSTART + ":tiny", "--workdir", str(run), "--config.train.steps=20"]
     assert main(argv) == 0
+    # the run ends with its verdict on stdout (the summary is in summary.json)
+    error = json.loads((run / "summary.json").read_text())["test_rel_l2"]
+    first, files = capsys.readouterr().out.splitlines()
+    assert first.startswith("done in ") and first.endswith(f": test rel. L2 {100 * error:.3g} %")
+    assert files == f"  plots: {run / 'plots'}/, summary: {run / 'summary.json'}"
     old = json.loads((run / "config.json").read_text())
     assert old["optimizer"]["decay_steps"] == 20
     lines = (run / "metrics.jsonl").read_text()
