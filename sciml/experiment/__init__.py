@@ -18,6 +18,7 @@ from ._config import (
 from ._errors import ConfigError as ConfigError
 from ._overrides import apply_overrides as apply_overrides, parse_value as parse_value
 from ._plots import (
+    metric_words as metric_words,
     plot_loss as plot_loss,
     readable_log_ticks as readable_log_ticks,
     save_figure as save_figure,

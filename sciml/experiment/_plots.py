@@ -46,6 +46,58 @@ def _ticks_in_view(low: float, high: float, subs: tuple[float, ...]) -> int:
     return int(sum(low <= s * 10.0**e <= high for e in range(first, last + 1) for s in subs))
 
 
+# What a metric or loss name means, for axis labels and legends.
+_WORDS = {
+    "l2": "relative L2 error",
+    "rel_l2": "relative L2 error",
+    "h1": "relative H1 error",
+    "rel_h1": "relative H1 error",
+    "mse": "mean squared error",
+    "mae": "mean absolute error",
+    "ce": "cross-entropy",
+    "cross_entropy": "cross-entropy",
+    "nll": "negative log-likelihood",
+    "bpc": "bits per character",
+    "acc": "accuracy",
+    "accuracy": "accuracy",
+    "a_norm": "A-norm error",
+}
+_PREFIXES = {
+    "val": "validation",
+    "test": "test",
+    "train": "training",
+    "eval": "evaluation",
+    "persistence": "persistence baseline,",
+}
+
+
+def metric_words(name: str) -> str:
+    """A metric or loss name in words: `"val_rel_l2"` is `"validation relative
+    L2 error"`, `"persistence_rel_l2"` is `"persistence relative L2 error"`;
+    an unknown name has its underscores turned into spaces."""
+    name = str(name)
+    if name in _WORDS:
+        return _WORDS[name]
+    head, _, rest = name.partition("_")
+    if rest and (head in _PREFIXES or rest in _WORDS):
+        return f"{_PREFIXES.get(head, head)} {metric_words(rest)}"
+    return name.replace("_", " ")
+
+
+def smooth(values: list[float], weight: float | None = None) -> list[float]:
+    """Exponential moving average of `values`, bias-corrected (the first
+    values are not pulled toward zero); `weight` defaults to a window of about
+    a twentieth of the curve (between 0 and 0.98)."""
+    if weight is None:
+        weight = min(0.98, max(0.0, 1 - 20 / max(len(values), 1)))
+    out, average, total = [], 0.0, 0.0
+    for value in values:
+        average = weight * average + (1 - weight) * value
+        total = weight * total + (1 - weight)
+        out.append(average / total)
+    return out
+
+
 def plot_loss(
     metrics_path: str | Path,
     plot_dir: str | Path | None = None,
@@ -57,18 +109,21 @@ def plot_loss(
 ) -> Any:
     """Plots the training loss and the evaluation metrics of a run.
 
+    The training loss is drawn per batch (faint) and smoothed (an exponential
+    moving average, solid); the evaluation metrics as points joined by lines.
+    Names are shown in words (`"l2"` is "relative L2 error").
+
     **Arguments:**
 
     - `metrics_path`: the run's `metrics.jsonl` (records with `split` `"train"`
       holding `loss`, and `"eval"` holding the evaluation metrics).
     - `plot_dir`: where to write `loss.png` (nothing is written when `None`).
     - `run_name`: shown in the title (e.g. `config.name`).
-    - `loss_name`: the training loss's name (e.g. `"h1"`), shown in the legend
-      and axis label; an evaluation metric whose name holds it is drawn solid,
+    - `loss_name`: the training loss's name (e.g. `"h1"`), shown in words on
+      the axis label; an evaluation metric whose name holds it is drawn solid,
       the others dashed.
     - `eval_metrics`: the evaluation metrics to draw (default: all, up to
-      five); `()` draws the training loss alone, for a task that plots its
-      evaluation in a figure of its own.
+      six); `()` draws the training loss alone.
     - `ax`: a matplotlib axis to draw on (default: a new figure).
 
     **Returns:** the figure, or `None` when the file holds no training records
@@ -94,34 +149,41 @@ def plot_loss(
         fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     else:
         fig = ax.figure
-    loss_label = f"{loss_name} loss" if loss_name else "loss"
-    ax.plot(
-        [m["step"] for m in train],
-        [float(m["loss"]) for m in train],
-        color="C0",
-        label=f"training {loss_label}",
-    )
+    loss_words = metric_words(loss_name) if loss_name else "loss"
+    steps, losses = [m["step"] for m in train], [float(m["loss"]) for m in train]
+    ax.plot(steps, losses, color="C0", alpha=0.3, lw=0.8, label="training, per batch")
+    if len(train) > 2:
+        ax.plot(steps, smooth(losses), color="C0", lw=1.8, label="training, smoothed")
     matched = [k for k in eval_keys if loss_name and str(loss_name) in k]
     shown = (matched + [k for k in eval_keys if k not in matched])[:_MAX_EVAL_CURVES]
+    # A named loss that no metric shares (an MSE beside relative errors) has
+    # other units: the metrics then get an axis of their own, on the right.
+    eval_ax = ax.twinx() if shown and loss_name and not matched else ax
     for i, key in enumerate(shown):
         points = [(m["step"], float(m[key])) for m in evals if _number(m.get(key))]
-        ax.plot(
+        baseline = key.startswith("persistence")  # a reference level, not a curve
+        eval_ax.plot(
             *zip(*points),
-            marker="o",
+            marker="" if baseline else "o",
             markersize=4,
-            linestyle="-" if key in matched else "--",
-            color=f"C{i + 1}",
-            label=f"evaluation: {key}",
+            linestyle="--" if baseline or (key not in matched and eval_ax is ax) else "-",
+            color="0.5" if baseline else f"C{i + 1}",
+            label=metric_words(key),
         )
-    values = [float(m["loss"]) for m in train] + [
-        float(m[k]) for m in evals for k in shown if _number(m.get(k))
-    ]
-    if all(v > 0 for v in values):
-        ax.set_yscale("log")
-        readable_log_ticks(ax)
-    ax.set(xlabel="step", ylabel=f"{loss_label} / metric" if shown else f"training {loss_label}")
+    ylabel = f"training loss: {loss_words}"
+    eval_values = [float(m[k]) for m in evals for k in shown if _number(m.get(k))]
+    if eval_ax is ax:
+        _log_if_positive(ax, losses + eval_values)
+        ax.set_ylabel(f"{ylabel}\nand evaluation metrics" if shown else ylabel)
+    else:
+        _log_if_positive(ax, losses)
+        _log_if_positive(eval_ax, eval_values)
+        ax.set_ylabel(ylabel)
+        eval_ax.set_ylabel("evaluation metrics")
+    ax.set_xlabel("optimiser step")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small")
+    lines = ax.get_lines() + (eval_ax.get_lines() if eval_ax is not ax else [])
+    eval_ax.legend(lines, [line.get_label() for line in lines], fontsize="small")
     title = run_name or Path(metrics_path).parent.name
     ax.set_title(f"{title}: training and evaluation" if shown else f"{title}: training")
     if plot_dir is not None:
@@ -145,6 +207,12 @@ def save_figure(fig: Any, path: str | Path, *, dpi: int = 120, **options: Any) -
     fig.savefig(path, dpi=dpi, **options)
     plt.close(fig)
     return Path(path)
+
+
+def _log_if_positive(ax: Any, values: list[float]) -> None:
+    if values and all(v > 0 for v in values):
+        ax.set_yscale("log")
+        readable_log_ticks(ax)
 
 
 def _number(value: Any) -> bool:

@@ -418,13 +418,14 @@ def test_loss_plot_shows_training_and_evaluation_with_names(tmp_path):
     assert (tmp_path / "loss.png").is_file()
     (ax,) = fig.axes
     lines = {line.get_label(): line for line in ax.get_lines()}
-    assert set(lines) == {"training h1 loss", "evaluation: test_rel_h1", "evaluation: test_rel_l2"}
-    np.testing.assert_array_equal(lines["training h1 loss"].get_xdata(), [s for s, _ in train])
-    np.testing.assert_array_equal(lines["training h1 loss"].get_ydata(), [v for _, v in train])
-    np.testing.assert_array_equal(lines["evaluation: test_rel_h1"].get_ydata(), [0.52, 0.40])
-    assert lines["evaluation: test_rel_h1"].get_linestyle() == "-"  # the metric of the loss
-    assert lines["evaluation: test_rel_l2"].get_linestyle() == "--"
-    assert "darcy_fno" in ax.get_title() and "h1" in ax.get_ylabel()
+    raw, h1, l2 = "training, per batch", "test relative H1 error", "test relative L2 error"
+    assert set(lines) == {raw, "training, smoothed", h1, l2}
+    np.testing.assert_array_equal(lines[raw].get_xdata(), [s for s, _ in train])
+    np.testing.assert_array_equal(lines[raw].get_ydata(), [v for _, v in train])
+    np.testing.assert_array_equal(lines[h1].get_ydata(), [0.52, 0.40])
+    assert lines[h1].get_linestyle() == "-"  # the metric of the loss
+    assert lines[l2].get_linestyle() == "--"
+    assert "darcy_fno" in ax.get_title() and "relative H1 error" in ax.get_ylabel()
     # Readable ticks on a narrow log range (0.38 .. 0.98): several plain labels.
     assert _text_inside_figure(fig) == []  # draws the figure, so tick labels are set
     low, high = ax.get_ylim()

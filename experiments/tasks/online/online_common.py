@@ -109,12 +109,12 @@ def run_online(
     seconds = time.perf_counter() - start
     plot_dir = workdir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    plot_loss(  # the training loss alone: validation.png shows the validation error
+    plot_loss(
         workdir / "metrics.jsonl",
         plot_dir,
         run_name=config.name,
         loss_name=config.train.loss,
-        eval_metrics=(),
+        eval_metrics=("val_rel_l2", "persistence_rel_l2"),
     )
     plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
     surrogate.plot(result.model, result.validation, plot_dir)
@@ -209,11 +209,11 @@ def plot_study(metrics_path: Path, plot_dir: Path, *, run_name: str) -> None:
     train = [r for r in records if r.get("split") == "train" and "received" in r]
     evals = [r for r in records if r.get("split") == "eval"]
     if evals and "val_rel_l2" in evals[0]:
-        title = f"{run_name}: validation error on held-out solver runs"
+        title = f"Surrogate's validation error on held-out solver runs (run {run_name})"
         axes = plot_validation(evals, {r["step"]: r["received"] for r in train}, title=title)
         save_figure(axes[0], plot_dir / "validation.png", dpi=110)
     if train:
-        axes = plot_buffer(train, title=f"{run_name}: training buffer")
+        axes = plot_buffer(train, title=f"Samples and training buffer (run {run_name})")
         save_figure(axes[0], plot_dir / "buffer.png", dpi=110)
 
 

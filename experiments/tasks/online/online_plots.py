@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from sciml.experiment import readable_log_ticks
+from sciml.experiment import metric_words, readable_log_ticks
 
 
 def _axes(axes: Any, n: int, figsize: tuple[float, float]) -> Any:
@@ -41,11 +41,12 @@ def plot_validation(
     axes = _axes(axes, 2, (10, 3.6))
     steps = [r["step"] for r in evals]
     persistence = evals[0].get("persistence_rel_l2")
-    axes[0].semilogy(steps, [r[metric] for r in evals], "o-", label="model")
+    baseline = "persistence baseline (next state = current state)"
+    ylabel = metric_words(metric)
+    axes[0].semilogy(steps, [r[metric] for r in evals], "o-", label="trained surrogate")
     if persistence is not None:
-        axes[0].axhline(persistence, color="0.5", ls="--", label="persistence")
-    axes[0].set(xlabel="optimiser step", ylabel="validation relative L2")
-    axes[0].legend()
+        axes[0].axhline(persistence, color="0.5", ls="--", label=baseline)
+    axes[0].set(xlabel="optimiser step", ylabel=ylabel)
     received = [received_at.get(s) for s in steps]
     keep = [i for i, r in enumerate(received) if r is not None]
     axes[1].semilogy(
@@ -53,13 +54,14 @@ def plot_validation(
         [evals[i][metric] for i in keep],
         "o-",
         color="C1",
-        label="model",
+        label="trained surrogate",
     )
     if persistence is not None:
-        axes[1].axhline(persistence, color="0.5", ls="--", label="persistence")
-        axes[1].legend()
-    axes[1].set(xlabel="samples received", ylabel="validation relative L2")
+        axes[1].axhline(persistence, color="0.5", ls="--", label=baseline)
+    axes[1].set(xlabel="samples received from the solvers", ylabel=ylabel)
     for ax in axes:
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.6)  # room for the legend above the baseline
+        ax.legend(fontsize="small", loc="upper right")
         readable_log_ticks(ax)
         ax.grid(alpha=0.3)
     if new:
@@ -80,14 +82,23 @@ def plot_buffer(train: list[dict], *, title: str = "", axes=None) -> Any:
     new = axes is None
     axes = _axes(axes, 3, (13, 3.4))
     steps = [r["step"] for r in train]
-    axes[0].plot(steps, [r["received"] for r in train], label="received")
-    axes[0].plot(steps, [r["trained"] for r in train], label="trained (reads)")
-    axes[0].set(xlabel="optimiser step", ylabel="samples", title="samples")
+    axes[0].plot(steps, [r["received"] for r in train], label="received from the solvers")
+    axes[0].plot(steps, [r["trained"] for r in train], label="read by training (with repeats)")
+    axes[0].set(xlabel="optimiser step", ylabel="samples (cumulative)", title="samples")
     axes[0].legend()
     axes[1].plot(steps, [r["fill"] for r in train], color="C2")
-    axes[1].set(xlabel="optimiser step", ylabel="fraction", title="buffer fill", ylim=(0, 1.05))
+    axes[1].set(
+        xlabel="optimiser step",
+        ylabel="fraction of buffer capacity in use",
+        title="buffer fill",
+        ylim=(0, 1.05),
+    )
     axes[2].plot(steps, [r["reuse"] for r in train], color="C3")
-    axes[2].set(xlabel="optimiser step", ylabel="mean reads", title="reads per buffered sample")
+    axes[2].set(
+        xlabel="optimiser step",
+        ylabel="mean reads per sample in the buffer",
+        title="reads per buffered sample",
+    )
     for ax in axes:
         ax.grid(alpha=0.3)
     if new:
@@ -112,12 +123,13 @@ def plot_online_vs_offline(records: dict[str, list[dict]], *, title: str = "", a
         train = [r for r in part_records if r.get("split") == "train"]
         axes[0].semilogy(
             [r["step"] for r in evals], [r["val_rel_l2"] for r in evals], "o-", color=color,
-            label=part, ms=3,
+            label=f"{part} training", ms=3,
         )  # fmt: skip
         axes[1].semilogy(
-            [r["step"] for r in train], [r["loss"] for r in train], color=color, label=part, lw=1
-        )
-    axes[0].set(xlabel="optimiser step", ylabel="relative L2 on held-out runs")
+            [r["step"] for r in train], [r["loss"] for r in train], color=color,
+            label=f"{part} training", lw=1,
+        )  # fmt: skip
+    axes[0].set(xlabel="optimiser step", ylabel="relative L2 error on held-out runs")
     axes[1].set(xlabel="optimiser step", ylabel="training loss")
     for ax in axes:
         readable_log_ticks(ax)
