@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import json
+import textwrap
 from pathlib import Path
 
 import equinox as eqx
@@ -52,6 +53,7 @@ from experiments.tasks.operators.operators_table import (
     markdown_table,
     parse_spec,
     plot_errors_against_size,
+    spec_label,
     train_model,
 )
 from sciml.experiment import check_config, count_params, readable_log_ticks, save_figure
@@ -213,10 +215,12 @@ def plot_predictions(truth, predictions: dict[str, np.ndarray], axes=None):
     limit = float(np.abs(truth).max())
     errors = {k: p - truth for k, p in predictions.items()}
     error_limit = max(float(np.abs(e).max()) for e in errors.values())
-    panels = [("truth ω(T)", truth, None)] + [(k, p, errors[k]) for k, p in predictions.items()]
+    panels = [("reference solver: vorticity ω(T)", truth, None)] + [
+        (textwrap.fill(spec_label(k), 26), p, errors[k]) for k, p in predictions.items()
+    ]
     for col, (title, field, error) in enumerate(panels):
         image = axes[0][col].imshow(field.T, origin="lower", cmap="RdBu_r", vmin=-limit, vmax=limit)
-        axes[0][col].set_title(title, fontsize=9)
+        axes[0][col].set_title(title, fontsize=11)
         fig.colorbar(image, ax=axes[0][col], fraction=0.046)
         if error is None:
             axes[1][col].axis("off")
@@ -225,7 +229,7 @@ def plot_predictions(truth, predictions: dict[str, np.ndarray], axes=None):
         image = axes[1][col].imshow(
             error.T, origin="lower", cmap="PuOr", vmin=-error_limit, vmax=error_limit
         )
-        axes[1][col].set_title(f"error (rel. L2 {100 * relative:.1f}%)", fontsize=9)
+        axes[1][col].set_title(f"error (relative L2 {100 * relative:.1f} %)", fontsize=11)
         fig.colorbar(image, ax=axes[1][col], fraction=0.046)
     for ax in np.ravel(axes):
         ax.set(xticks=[], yticks=[])
@@ -241,10 +245,10 @@ def plot_spectra(truth, predictions: dict[str, np.ndarray], ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4.2))
     k, e = radial_spectrum(truth)
-    ax.loglog(k[1:], e[1:], "k-", lw=2.5, label="truth")
+    ax.loglog(k[1:], e[1:], "k-", lw=2.5, label="reference solver")
     for spec, p in predictions.items():
         k, e = radial_spectrum(p)
-        ax.loglog(k[1:], e[1:], lw=1.2, label=spec)
+        ax.loglog(k[1:], e[1:], lw=1.2, label=spec_label(spec))
     ax.set(xlabel="wavenumber |k|", ylabel="enstrophy spectrum E(k)")
     readable_log_ticks(ax, "x")
     ax.set_title("test set: spectra of ω(T)")
@@ -266,8 +270,9 @@ def plot_paired(runs: dict[str, dict[int, dict]], pair, ax=None):
             errors = [runs[spec][seed][f"{split}_rel_h1"] for spec in pair]
             fill = None if split == "test" else "none"
             ax.plot([0, 1], errors, style, color=f"C{seed % 10}", mfc=fill, alpha=0.8)
-    ax.set(xticks=[0, 1], xticklabels=list(pair), xlim=(-0.3, 1.3), ylabel="relative H1 error")
-    ax.set_title("per seed: test (filled), train (open)", fontsize=9)
+    names = [textwrap.fill(spec_label(spec), 18) for spec in pair]
+    ax.set(xticks=[0, 1], xticklabels=names, xlim=(-0.3, 1.3), ylabel="relative H1 error")
+    ax.set_title("one line per seed: test (filled), train (open)", fontsize=11)
     ax.figure.tight_layout()
     return ax
 
