@@ -96,3 +96,21 @@ def test_smooth_is_the_bias_corrected_moving_average():
     ]
     # float64 sums in a different order: agreement to ~1e-16; 1e-12 leaves room
     np.testing.assert_allclose(smooth(list(values), w), expected, rtol=1e-12)
+
+
+def test_dcdm_scene_plot_has_one_key_in_words():
+    import matplotlib.pyplot as plt
+
+    from experiments.tasks.dcdm.dcdm_plots import plot_scene_residuals
+
+    history = {"dcdm": 0.5 ** np.arange(5), "cg": 0.8 ** np.arange(9), "ic0": 0.7 ** np.arange(7)}
+    axes = plot_scene_residuals({"a": history, "b": history}, 1e-3)
+    (legend,) = axes.flat[0].figure.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    plt.close("all")
+    assert labels == [
+        "DCDM (learned directions)",
+        "conjugate gradient (CG)",
+        "CG, incomplete Cholesky (IC0)",
+        "tolerance 0.001",
+    ]

@@ -7,6 +7,16 @@ from typing import Any
 import numpy as np
 
 
+METHOD_NAMES = {
+    "dcdm": "DCDM (learned directions)",
+    "cg": "conjugate gradient (CG)",
+    "jacobi": "CG, Jacobi preconditioner",
+    "ic0": "CG, incomplete Cholesky (IC0)",
+    "mic0": "CG, modified incomplete Cholesky (MIC0)",
+    "amg": "CG, algebraic multigrid (AMG)",
+}
+
+
 def plot_residuals(
     histories: dict[str, np.ndarray], rtol: float, *, title: str = "", ax: Any = None
 ) -> Any:
@@ -23,9 +33,10 @@ def plot_residuals(
     if ax is None:
         _, ax = plt.subplots(figsize=(4.2, 3.3))
     for method, h in histories.items():
-        ax.semilogy(h, label=method, lw=2 if method == "dcdm" else 1.2)
-    ax.axhline(rtol, color="0.5", ls=":", lw=1)
-    ax.set(title=title, xlabel="iteration", ylabel="‖r‖ / ‖b‖")
+        label = METHOD_NAMES.get(method, method)
+        ax.semilogy(h, label=label, lw=2 if method == "dcdm" else 1.2)
+    ax.axhline(rtol, color="0.5", ls=":", lw=1, label=f"tolerance {rtol:g}")
+    ax.set(title=title, xlabel="iteration", ylabel="relative residual ‖r‖ / ‖b‖")
     return ax
 
 
@@ -50,7 +61,10 @@ def plot_scene_residuals(histories: dict[str, dict], rtol: float, axes: Any = No
         plot_residuals(histories[name], rtol, title=name, ax=ax)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
+    fig = axes.flat[0].figure
+    # one key for the whole figure, below the panels: every panel has the same methods
+    handles, labels = axes.flat[0].get_legend_handles_labels()
     if new:
-        axes.flat[0].figure.tight_layout()
+        fig.tight_layout(rect=(0, 0.12 / axes.shape[0], 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=9)
     return axes
