@@ -64,7 +64,7 @@ print(f"domain reduction: {domain_reduction(omega.shape[1:], levels, fraction):.
 tile = 5  # row 1, column 1 of the 4 x 4 tiles
 row, col = divmod(tile, 2**levels)
 colors = ["C1", "C2", "C3"]
-fig, axes = plt.subplots(1, 4, figsize=(15, 4))
+fig, axes = plt.subplots(1, 4, figsize=(12, 3.6))
 axes[0].imshow(np.asarray(omega[0]), origin="lower", cmap="RdBu_r")
 for level, color in enumerate(colors):
     rows = window_indices(128, levels, level, pad)[row]
@@ -82,12 +82,11 @@ for level, color in enumerate(colors):
                     lw=2,
                 )
             )
-axes[0].set(
-    xlim=(-0.5, 127.5), ylim=(-0.5, 127.5), title="field and the windows of one tile"
-)
+axes[0].set(xlim=(-0.5, 127.5), ylim=(-0.5, 127.5))
+axes[0].set_title("field, one tile's windows", fontsize=13)
 for level, (ax, color) in enumerate(zip(axes[1:], colors)):
     ax.imshow(np.asarray(tiles[tile, level]), origin="lower", cmap="RdBu_r")
-    ax.set_title(f"channel {level}: level {level} (stride {2**level})", color=color)
+    ax.set_title(f"level {level} (stride {2**level})", color=color, fontsize=13)
     if level == 0:
         ax.add_patch(
             Rectangle((pad - 0.5, pad - 0.5), 32, 32, fill=False, color="k", ls="--")
