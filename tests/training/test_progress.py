@@ -168,3 +168,12 @@ def test_a_line_due_at_the_last_step_is_written_once_with_the_last_loss(monkeypa
     bar.close()
     bar.close()
     assert out.getvalue().splitlines() == ["train: step 3/3 (100%), 0.0202 steps/s, loss=0.3"]
+    # stopped (Ctrl-C) just after a line: closing adds nothing new, so no second line
+    out = io.StringIO()
+    bar = LineProgress(10, desc="train", interval=30.0, file=out)
+    clock.now = 101.0
+    bar.update()
+    clock.now = 140.0
+    bar.update()
+    bar.close()
+    assert out.getvalue().splitlines() == ["train: step 2/10 (20%), 0.0256 steps/s, eta 5m12s"]
