@@ -43,9 +43,14 @@ from experiments.tasks.online.online_common import (
     validate_online_config,
 )
 from experiments.tasks.online.online_plots import plot_online_vs_offline
-from sciml.experiment import Experiment, check_config, save_figure, train_experiment
+from sciml.experiment import Experiment, Headline, check_config, save_figure, train_experiment
 from sciml.online import Study, offline_data, validation_data
 from sciml.training import read_metrics
+
+
+HEADLINE = Headline(
+    "online_test_rel_l2", "online test rel. L2", "offline_test_rel_l2", "offline", percent=True
+)
 
 
 #: `config.problem` → (its surrogate builder, the simulation it needs).

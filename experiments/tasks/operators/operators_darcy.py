@@ -23,7 +23,10 @@ from experiments.tasks.operators.operators_common import (
     build_experiment,
     validate_operator_config,
 )
-from sciml.experiment import Experiment, train_experiment
+from sciml.experiment import Experiment, Headline, train_experiment
+
+
+HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
 
 
 @functools.lru_cache(maxsize=4)

@@ -28,6 +28,7 @@ import numpy as np
 from experiments.tasks.pararnn.pararnn_plots import plot_learning_curves
 from sciml.experiment import (
     Experiment,
+    Headline,
     check_config,
     count_params,
     save_figure,
@@ -35,6 +36,11 @@ from sciml.experiment import (
 )
 from sciml.pararnn import AutoScan, Fallback, Newton, RNNModel, Sequential
 from sciml.training import read_metrics
+
+
+HEADLINE = Headline(
+    "final_loss_newton", "final loss (Newton)", "final_loss_sequential", "sequential"
+)
 
 
 MODES = ("sequential", "newton")

@@ -1,7 +1,10 @@
 """The adding problem with an S4D or S5 model (see `ssm_common`)."""
 
 from experiments.tasks.ssm.ssm_common import sequence_experiment, validate_sequence_config
-from sciml.experiment import train_experiment
+from sciml.experiment import Headline, train_experiment
+
+
+HEADLINE = Headline("test_mse", "test MSE")
 
 
 def build(config):
