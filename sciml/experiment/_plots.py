@@ -10,6 +10,7 @@ from sciml.training import read_metrics
 
 
 _MAX_EVAL_CURVES = 6
+_MIN_SMOOTHED = 20  # fewer training records are drawn as they are
 
 
 def readable_log_ticks(ax: Any, axis: str = "y") -> None:
@@ -110,7 +111,7 @@ def plot_loss(
     """Plots the training loss and the evaluation metrics of a run.
 
     The training loss is drawn per batch (faint) and smoothed (an exponential
-    moving average, solid); the evaluation metrics as points joined by lines.
+    moving average, solid) when there are more than 20 records; the evaluation metrics as points joined by lines.
     Names are shown in words (`"l2"` is "relative L2 error").
 
     **Arguments:**
@@ -149,11 +150,12 @@ def plot_loss(
         fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     else:
         fig = ax.figure
-    loss_words = metric_words(loss_name) if loss_name else "loss"
     steps, losses = [m["step"] for m in train], [float(m["loss"]) for m in train]
-    ax.plot(steps, losses, color="C0", alpha=0.3, lw=0.8, label="training, per batch")
-    if len(train) > 2:
+    if len(train) > _MIN_SMOOTHED:
+        ax.plot(steps, losses, color="C0", alpha=0.3, lw=0.8, label="training, per batch")
         ax.plot(steps, smooth(losses), color="C0", lw=1.8, label="training, smoothed")
+    else:
+        ax.plot(steps, losses, color="C0", label="training")
     matched = [k for k in eval_keys if loss_name and str(loss_name) in k]
     shown = (matched + [k for k in eval_keys if k not in matched])[:_MAX_EVAL_CURVES]
     # A named loss that no metric shares (an MSE beside relative errors) has
@@ -170,7 +172,7 @@ def plot_loss(
             color="0.5" if baseline else f"C{i + 1}",
             label=metric_words(key),
         )
-    ylabel = f"training loss: {loss_words}"
+    ylabel = f"training loss: {metric_words(loss_name)}" if loss_name else "training loss"
     eval_values = [float(m[k]) for m in evals for k in shown if _number(m.get(k))]
     if eval_ax is ax:
         _log_if_positive(ax, losses + eval_values)

@@ -418,8 +418,8 @@ def test_loss_plot_shows_training_and_evaluation_with_names(tmp_path):
     assert (tmp_path / "loss.png").is_file()
     (ax,) = fig.axes
     lines = {line.get_label(): line for line in ax.get_lines()}
-    raw, h1, l2 = "training, per batch", "test relative H1 error", "test relative L2 error"
-    assert set(lines) == {raw, "training, smoothed", h1, l2}
+    raw, h1, l2 = "training", "test relative H1 error", "test relative L2 error"
+    assert set(lines) == {raw, h1, l2}  # five records: drawn as they are, not smoothed
     np.testing.assert_array_equal(lines[raw].get_xdata(), [s for s, _ in train])
     np.testing.assert_array_equal(lines[raw].get_ydata(), [v for _, v in train])
     np.testing.assert_array_equal(lines[h1].get_ydata(), [0.52, 0.40])
