@@ -15,7 +15,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 import sciml.training._fit as fit_module
-from sciml.training import Checkpointer, TrainSettings, fit, make_optimizer
+from sciml.training import Checkpointer, ChunkedRun, TrainSettings, fit, make_optimizer
 
 
 STEPS = 12
@@ -168,3 +168,31 @@ def test_a_write_killed_part_way_is_removed_on_resume(tmp_path):
     assert sorted(p.name for p in checkpoints.iterdir()) == ["12", "4", "8"]
     for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(resumed.model), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_two_signals_inside_a_chunked_run_write_keep_that_checkpoint(tmp_path):
+    """`ChunkedRun`: SIGINT and SIGTERM inside the write of chunk 2 stop the
+    run once that checkpoint is complete; resuming finishes the count."""
+    write = ocp.JsonCheckpointHandler.async_save
+    calls = {"n": 0}
+
+    async def interrupted_write(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            os.kill(os.getpid(), INT)
+            os.kill(os.getpid(), TERM)
+        return await write(self, *args, **kwargs)
+
+    def advance(state, step):
+        return {"x": state["x"] + 1.0}, step + 1, {}
+
+    run = ChunkedRun(tmp_path, progress=False)
+    start = {"x": jnp.zeros(2)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ocp.JsonCheckpointHandler, "async_save", interrupted_write)
+        with pytest.raises(KeyboardInterrupt):
+            run.run(start, jax.random.key(0), advance, total=4)
+    assert Checkpointer(tmp_path).latest_step() == 2
+    state, resumed_from = run.run(start, jax.random.key(0), advance, total=4)
+    assert resumed_from == 2
+    np.testing.assert_array_equal(state["x"], [4.0, 4.0])
