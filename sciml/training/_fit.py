@@ -352,6 +352,11 @@ def fit(
     bar = progress_bar(steps, initial=start, desc=description, disable=not settings.progress)
     last_time, last_step = time.perf_counter(), start
     last_eval = {k[len("eval_") :]: v for k, v in metrics.items() if k.startswith("eval_")}
+    last_monitored: dict[str, float | int] = {}
+
+    def show() -> None:  # the progress display's values, after each log and evaluation
+        if "loss" in metrics:
+            bar.set_postfix(_progress_values(metrics["loss"], last_eval, last_monitored))
 
     def log(step: int) -> None:
         nonlocal last_time, last_step
@@ -366,13 +371,16 @@ def fit(
         metrics.update(record)
         if writer is not None:
             writer.write({"split": "train", **record})
-        bar.set_postfix(_progress_values(record["loss"], last_eval, monitored))
+        last_monitored.clear()
+        last_monitored.update(monitored)
+        show()
 
     def evaluate(model: Any, step: int) -> None:
         results = _eval_results(eval_fn(model))
         last_eval.clear()
         last_eval.update(results)
         metrics.update({f"eval_{k}": v for k, v in results.items()})
+        show()
         if writer is not None and step > start:  # a finished run re-run logs nothing
             writer.write({"split": "eval", "step": step, **results})
 
