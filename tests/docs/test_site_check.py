@@ -20,6 +20,7 @@ def _load(path: Path):
 
 check_site = _load(DOCS / "check_site.py")
 offline_math = _load(DOCS / "hooks" / "offline_math.py")
+table_breaks = _load(DOCS / "hooks" / "table_breaks.py")
 
 
 def problems(body: str) -> list[str]:
@@ -119,6 +120,25 @@ def test_hook_removes_cdn_loaders():
     cleaned = offline_math.on_page_content(page, Page(), {}, None)
     assert cleaned == "<p>x</p><p>y</p>"
     assert problems(page) and problems(cleaned) == []
+
+
+def test_long_code_in_tables_may_wrap_at_its_separators():
+    test_id = "ssm/test_experiments.py::test_adding_learns_at_length_256"
+    page = (
+        f"<p><code>{test_id}</code></p>"
+        f"<table><tr><td><code>{test_id}</code></td><td><code>sciml.operators</code></td>"
+        "<td><code>x &lt;= a_long_name_with_many_parts</code></td></tr></table>"
+    )
+    out = table_breaks.break_long_code(page)
+    assert out.startswith(f"<p><code>{test_id}</code></p>")  # outside a table: as it was
+    assert (
+        "<td><code>ssm/<wbr>test_<wbr>experiments.<wbr>py::<wbr>test_<wbr>adding_<wbr>"
+        "learns_<wbr>at_<wbr>length_<wbr>256</code></td>"
+    ) in out
+    assert "<td><code>sciml.operators</code></td>" in out  # short code stays whole
+    assert "&lt;= a_<wbr>long_<wbr>name" in out  # entities untouched
+    assert out.replace("<wbr>", "") == page
+    assert problems(out) == []
 
 
 def test_tutorial_without_its_figures_is_reported():
