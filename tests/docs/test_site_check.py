@@ -198,3 +198,24 @@ def test_search_that_needs_a_server_is_reported(tmp_path):
     assert len(found) == 1 and "iframe-worker" in found[0], found
     found = check_site.check_site(_site(tmp_path / "c", _SEARCH, index="{}"))
     assert len(found) == 1 and "inlined search index" in found[0], found
+
+
+def test_equinox_modules_get_their_signature_on_the_api_pages():
+    # An equinox.Module's `__init__` is generated from its fields, which static
+    # analysis does not see; the griffe extension writes it in (defaults as
+    # Python sees them, annotations from the fields), once per class.
+    import griffe
+
+    extension = _load(DOCS / "hooks" / "griffe_signatures.py").GeneratedInit()
+    pkg = griffe.load(
+        "sciml.pararnn",
+        extensions=griffe.Extensions(extension),
+        search_paths=[str(DOCS.parent)],
+    )
+    newton = {p.name: p for p in pkg["Newton"].parameters}
+    assert newton["max_steps"].default == "20" and str(newton["max_steps"].annotation) == "int"
+    assert newton["rtol"].default == "None" and newton["linear"].default == "AutoScan()"
+    assert [p.name for p in pkg["Fallback"].parameters] == ["self", "primary", "backup"]
+    assert [p.name for p in pkg["AbstractSolver"].parameters] == []  # never built: none
+    # a class with its own __init__ in the source keeps it
+    assert "key" in [p.name for p in pkg["ParaGRU"].parameters]
