@@ -12,13 +12,6 @@ false`) still fails the build, with the cell's traceback.
 
 A call whose arguments differ from those started here (another plugin version)
 runs as before, in sequence.
-
-The kernels talk to the build over local (IPC) sockets instead of TCP ports:
-`on_config` puts `docs/hooks/jupyter/` on `JUPYTER_CONFIG_PATH`, whose
-`jupyter_nbconvert_config.json` sets `KernelManager.transport` to `"ipc"` for
-the nbconvert application mkdocs-jupyter builds (the worker processes inherit
-the environment). No port is opened, and no kernel logs "Kernel is running
-over TCP without encryption" into the build's output.
 """
 
 from __future__ import annotations
@@ -55,14 +48,6 @@ _LONGEST_FIRST = ("operators_darcy.py", "dcdm.py", "ssm.py", "pararnn.py", "insr
 _sequential_nb2html = convert.nb2html
 _pool: multiprocessing.pool.Pool | None = None
 _started: dict[tuple[str, str], multiprocessing.pool.AsyncResult] = {}
-
-
-def on_config(config):
-    here = str(pathlib.Path(__file__).parent / "jupyter")
-    paths = [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
-    if here not in paths:
-        os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join([here, *paths])
-    return config
 
 
 def _key(path: str, kwargs: dict) -> tuple[str, str]:
