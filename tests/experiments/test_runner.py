@@ -155,29 +155,6 @@ def test_console_script_is_the_library_cli():
     assert getattr(__import__(module, fromlist=[name]), name) is cli
 
 
-def test_installed_command_imports_tasks_from_the_working_directory(tmp_path):
-    """The installed `sciml-run` (a console script: the interpreter puts the
-    script's folder on the path, not the working directory) runs a config whose
-    task is a dotted module under the folder it is started from, as
-    `python -m sciml.experiment` does: a checkout's configs from its root."""
-    script = Path(sys.executable).parent / "sciml-run"
-    if not script.is_file():
-        pytest.skip("the console script is not installed in this environment")
-    (tmp_path / "mytasks").mkdir()
-    (tmp_path / "mytasks" / "__init__.py").write_text("")
-    (tmp_path / "mytasks" / "regression.py").write_text(TASK)
-    (tmp_path / "outside.py").write_text(
-        CONFIG.format(task="mytasks.regression", learning_rate=1e-2)
-    )
-    env = {k: v for k, v in _env().items() if k != "PYTHONPATH"}
-    args = ["--config", "outside.py", "--workdir", "run", "--config.train.steps=2"]
-    done = subprocess.run(
-        [str(script), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
-
-
 @pytest.mark.slow
 def test_outside_config_and_task_run_resume_after_sigterm(tmp_path):
     config_file = _project(tmp_path / "project")
