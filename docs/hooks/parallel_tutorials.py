@@ -12,28 +12,16 @@ false`) still fails the build, with the cell's traceback.
 
 A call whose arguments differ from those started here (another plugin version)
 runs as before, in sequence.
-
-The kernels talk to the build over local (IPC) sockets instead of TCP ports,
-so no port is opened and no kernel logs "Kernel is running over TCP without
-encryption" into the build's output: each worker process points
-`JUPYTER_CONFIG_PATH` at a folder of its own whose
-`jupyter_nbconvert_config.json` sets `KernelManager.transport = "ipc"` and
-`KernelManager.ip` to a socket prefix in a folder of its own. (With one
-shared prefix, kernels started side by side would pick the same socket files
-and read each other's messages.) `_stop` removes the folders.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import multiprocessing
 import multiprocessing.pool
 import os
 import pathlib
-import shutil
-import tempfile
 
 import mkdocs_jupyter.convert as convert
 
@@ -60,18 +48,6 @@ _LONGEST_FIRST = ("operators_darcy.py", "dcdm.py", "ssm.py", "pararnn.py", "insr
 _sequential_nb2html = convert.nb2html
 _pool: multiprocessing.pool.Pool | None = None
 _started: dict[tuple[str, str], multiprocessing.pool.AsyncResult] = {}
-_sockets: str | None = None  # the folder of the workers' IPC sockets and configs
-
-
-def _init_worker(sockets: str) -> None:
-    """A worker's set-up: its kernels on IPC sockets in a folder of its own
-    (see the module's docstring), then `mkdocs_jupyter.convert` imported."""
-    own = tempfile.mkdtemp(dir=sockets)
-    config = {"KernelManager": {"transport": "ipc", "ip": os.path.join(own, "kernel")}}
-    pathlib.Path(own, "jupyter_nbconvert_config.json").write_text(json.dumps(config))
-    paths = [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
-    os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join([own, *paths])
-    importlib.import_module("mkdocs_jupyter.convert")
 
 
 def _key(path: str, kwargs: dict) -> tuple[str, str]:
@@ -87,7 +63,7 @@ def _nb2html(nb_path, **kwargs):
 
 
 def on_files(files, config):
-    global _pool, _sockets
+    global _pool
     plugin = config.plugins.get("mkdocs-jupyter")
     if plugin is None or not plugin.config["execute"]:
         return files
@@ -106,11 +82,10 @@ def on_files(files, config):
     tutorials.sort(key=lambda path: first.get(pathlib.Path(path).name, len(first)))
     jobs = int(os.environ.get("SCIML_DOCS_JOBS", os.cpu_count() or 1))
     _stop()
-    _sockets = tempfile.mkdtemp(prefix="sciml-docs-kernels-")
     # Fresh interpreters, each importing `mkdocs_jupyter.convert` first: that
     # module adjusts nbconvert's heading ids, as it does in this process.
     _pool = multiprocessing.get_context("spawn").Pool(
-        max(1, jobs), initializer=_init_worker, initargs=(_sockets,)
+        max(1, jobs), initializer=importlib.import_module, initargs=("mkdocs_jupyter.convert",)
     )
     for path in tutorials:
         kwargs = {"execute": True, **settings}
@@ -123,7 +98,7 @@ def on_files(files, config):
 def _stop(*_args, **_kwargs) -> None:
     """Ends the pool: at once after a failed build (a kernel whose worker is
     gone exits by itself), after the workers are idle otherwise."""
-    global _pool, _sockets
+    global _pool
     convert.nb2html = _sequential_nb2html
     unused = len(_started)
     _started.clear()
@@ -134,9 +109,6 @@ def _stop(*_args, **_kwargs) -> None:
             _pool.close()
         _pool.join()
         _pool = None
-    if _sockets is not None:
-        shutil.rmtree(_sockets, ignore_errors=True)
-        _sockets = None
 
 
 on_post_build = _stop
