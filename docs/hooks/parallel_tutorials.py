@@ -12,6 +12,15 @@ false`) still fails the build, with the cell's traceback.
 
 A call whose arguments differ from those started here (another plugin version)
 runs as before, in sequence.
+
+The kernels talk to the build over local (IPC) sockets instead of TCP ports,
+so no port is opened and no kernel logs "Kernel is running over TCP without
+encryption" into the build's output: `on_files` writes a
+`jupyter_nbconvert_config.py` into a folder of the build's own and puts it on
+`JUPYTER_CONFIG_PATH` (the workers inherit it), setting
+`KernelManager.transport = "ipc"` and a socket prefix per worker process (with
+one shared prefix, kernels started side by side would pick the same socket
+files and read each other's messages). `_stop` removes the folder.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ import multiprocessing
 import multiprocessing.pool
 import os
 import pathlib
+import shutil
+import tempfile
 
 import mkdocs_jupyter.convert as convert
 
@@ -48,6 +59,22 @@ _LONGEST_FIRST = ("operators_darcy.py", "dcdm.py", "ssm.py", "pararnn.py", "insr
 _sequential_nb2html = convert.nb2html
 _pool: multiprocessing.pool.Pool | None = None
 _started: dict[tuple[str, str], multiprocessing.pool.AsyncResult] = {}
+_sockets: str | None = None  # the folder of the kernels' IPC sockets and their config
+_IPC_CONFIG = """import os
+c.KernelManager.transport = "ipc"
+c.KernelManager.ip = os.path.join({folder!r}, f"kernel-{{os.getpid()}}")
+"""
+
+
+def _kernels_on_ipc() -> str:
+    """A folder holding the config that puts this build's kernels on IPC
+    sockets (a prefix per process), first on `JUPYTER_CONFIG_PATH`."""
+    folder = tempfile.mkdtemp(prefix="sciml-docs-kernels-")
+    config = _IPC_CONFIG.format(folder=folder)
+    pathlib.Path(folder, "jupyter_nbconvert_config.py").write_text(config)
+    paths = [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
+    os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join([folder, *paths])
+    return folder
 
 
 def _key(path: str, kwargs: dict) -> tuple[str, str]:
@@ -63,7 +90,7 @@ def _nb2html(nb_path, **kwargs):
 
 
 def on_files(files, config):
-    global _pool
+    global _pool, _sockets
     plugin = config.plugins.get("mkdocs-jupyter")
     if plugin is None or not plugin.config["execute"]:
         return files
@@ -82,6 +109,7 @@ def on_files(files, config):
     tutorials.sort(key=lambda path: first.get(pathlib.Path(path).name, len(first)))
     jobs = int(os.environ.get("SCIML_DOCS_JOBS", os.cpu_count() or 1))
     _stop()
+    _sockets = _kernels_on_ipc()
     # Fresh interpreters, each importing `mkdocs_jupyter.convert` first: that
     # module adjusts nbconvert's heading ids, as it does in this process.
     _pool = multiprocessing.get_context("spawn").Pool(
@@ -98,7 +126,7 @@ def on_files(files, config):
 def _stop(*_args, **_kwargs) -> None:
     """Ends the pool: at once after a failed build (a kernel whose worker is
     gone exits by itself), after the workers are idle otherwise."""
-    global _pool
+    global _pool, _sockets
     convert.nb2html = _sequential_nb2html
     unused = len(_started)
     _started.clear()
@@ -109,6 +137,9 @@ def _stop(*_args, **_kwargs) -> None:
             _pool.close()
         _pool.join()
         _pool = None
+    if _sockets is not None:
+        shutil.rmtree(_sockets, ignore_errors=True)
+        _sockets = None
 
 
 on_post_build = _stop
