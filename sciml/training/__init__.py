@@ -21,6 +21,10 @@ from ._fit import (
 from ._memory import peak_memory_bytes as peak_memory_bytes
 from ._metrics import MetricsWriter as MetricsWriter, read_metrics as read_metrics
 from ._optim import make_optimizer as make_optimizer, make_schedule as make_schedule
+from ._processes import (
+    ProcessGroup as ProcessGroup,
+    initialize_processes as initialize_processes,
+)
 from ._progress import LineProgress as LineProgress, progress_bar as progress_bar
 from ._settings import OptimizerSettings as OptimizerSettings, TrainSettings as TrainSettings
 from ._step import (

@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from ._processes import ProcessGroup, pack_arrays, unpack_arrays
+
 
 class Extra(NamedTuple):
     """Training state saved beside the model: `arrays`, a flat dict of name to
@@ -152,7 +154,17 @@ class Checkpointer:
         meta = {"step": int(step), "typed_key": bool(typed), "fingerprint": self.fingerprint}
         if self.run_config is not None:
             meta["config"] = self.run_config
-        if extra is not None:
+        group = ProcessGroup.current()
+        if extra is not None and not group.single:
+            # Each process's own state, all of it in the one checkpoint: the
+            # processes exchange their packed state and every one saves the
+            # same arrays (orbax writes them once).
+            blobs = group.gather_bytes(pack_arrays(extra.arrays, extra.data))
+            state["extra"] = {
+                f"process_{i}": np.frombuffer(b, np.uint8) for i, b in enumerate(blobs)
+            }
+            meta["extra_processes"] = group.count
+        elif extra is not None:
             arrays = {name: np.asarray(x) for name, x in extra.arrays.items()}
             # orbax refuses empty arrays: their shape and dtype go to the metadata.
             state["extra"] = {name: x for name, x in arrays.items() if x.size}
@@ -231,8 +243,28 @@ class Checkpointer:
         if step is None:
             raise FileNotFoundError(f"No checkpoint in {self.directory}.")
         meta = self.metadata(step)
-        if "extra" not in meta:
+        group = ProcessGroup.current()
+        written_by = meta.get("extra_processes", 1 if "extra" in meta else None)
+        if written_by is None:
             return None
+        if written_by != group.count:
+            raise CheckpointMismatchError(
+                f"checkpoint {step} of {self.directory} holds the training state of "
+                f"{written_by} process(es) (an online study's buffers and runs, one per "
+                f"trainer process), and this run has {group.count}: resume it on "
+                f"{written_by} process(es)."
+            )
+        if "extra_processes" in meta:
+            saved = self._manager.item_metadata(step)["state"]
+            target = {
+                name: jax.tree.map(lambda m: _target(m.shape, m.dtype), item)
+                for name, item in saved.items()
+            }
+            restored = self._manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
+            )["state"]
+            blob = np.asarray(restored["extra"][f"process_{group.index}"]).tobytes()
+            return Extra(*unpack_arrays(blob))
         arrays = {
             name: np.zeros(shape, np.dtype(dtype))
             for name, (shape, dtype) in meta.get("extra_empty", {}).items()

@@ -20,6 +20,7 @@ from .._checks import check_key, settings_module_only
 from ._checkpoint import Checkpointer, Extra
 from ._interrupts import deferred_interrupts
 from ._metrics import MetricsWriter
+from ._processes import ProcessGroup
 from ._progress import progress_bar
 from ._settings import TrainSettings, check_settings
 from ._step import LossFn, init_opt_state, make_train_step
@@ -315,6 +316,7 @@ def fit(
     steps, workdir, description = settings.steps, settings.workdir, settings.description
     checkpoint_every, eval_every = settings.checkpoint_every, settings.eval_every
 
+    group = ProcessGroup.current()
     opt_state = init_opt_state(optimizer, model)
     start = 0
     checkpointer = writer = None
@@ -328,7 +330,7 @@ def fit(
             run_config=settings.run_config,
             remove_unfinished=True,
         )
-        writer = MetricsWriter(workdir / "metrics.jsonl")
+        writer = MetricsWriter(workdir / "metrics.jsonl") if group.main else None
         latest = checkpointer.latest_step()
         if latest is not None and latest > steps:
             checkpointer.close()
@@ -337,19 +339,24 @@ def fit(
             model, opt_state, key, start = checkpointer.restore(model, opt_state)
             if extra_state is not None:
                 extra_state.restore(checkpointer.restore_extra(start))
-            writer.truncate_after(start)
-            metrics.update(_resumed_metrics(writer, start))
+            if writer is not None:
+                writer.truncate_after(start)
+                metrics.update(_resumed_metrics(writer, start))
             note = (
                 ": the run is finished, nothing is left to train (the saved model is evaluated "
                 "again); give a larger `steps` to train on"
                 if start == steps
                 else ""
             )
-            print(f"{description}: resuming from step {start} of {steps}{note}", file=sys.stderr)
+            if group.main:
+                message = f"{description}: resuming from step {start} of {steps}{note}"
+                print(message, file=sys.stderr)
 
     train_step = make_train_step(loss_fn, optimizer, check_batch=bool(settings.check_batch))
     pending = _Pending()
-    bar = progress_bar(steps, initial=start, desc=description, disable=not settings.progress)
+    model, opt_state, key = group.replicate((model, opt_state, key))
+    show_progress = settings.progress and group.main
+    bar = progress_bar(steps, initial=start, desc=description, disable=not show_progress)
     last_time, last_step = time.perf_counter(), start
     last_eval = {k[len("eval_") :]: v for k, v in metrics.items() if k.startswith("eval_")}
     last_monitored: dict[str, float | int] = {}
@@ -376,7 +383,9 @@ def fit(
         show()
 
     def evaluate(model: Any, step: int) -> None:
-        results = _eval_results(eval_fn(model))
+        # once, by process 0, on its own copy of the model; sent to the others
+        results = _eval_results(eval_fn(group.local(model))) if group.main else None
+        results = group.gather(results)[0]
         last_eval.clear()
         last_eval.update(results)
         metrics.update({f"eval_{k}": v for k, v in results.items()})
@@ -391,6 +400,26 @@ def fit(
                 extra = extra_state.save() if extra_state is not None else None
                 checkpointer.save(step, model, opt_state, key, extra)
 
+    def next_batch(step: int, batch_key: jax.Array) -> Any:
+        """The step's batch (global when several processes train), or None
+        once the stream has ended. Processes agree first, so all of them stop
+        at the same step: on a signal any of them received, or when any
+        `batch_fn` raised `EndOfData`."""
+        batch, ended = None, False
+        if group.single or not interrupts.received:
+            try:
+                with interrupts.abandonable():  # waiting for data is given up
+                    batch = batch_fn(step, group.local(batch_key))
+            except EndOfData:
+                ended = True
+            except KeyboardInterrupt:
+                if group.single or interrupts.hard:
+                    raise
+        interrupted, ended = group.any(bool(interrupts.received), ended)
+        if interrupted:
+            raise KeyboardInterrupt("signal " + (interrupts.received or ["on another process"])[0])
+        return None if ended else group.global_batch(batch)
+
     # The whole training state is one tuple, replaced by a single assignment, so
     # an interrupt never sees a model and a step counter that disagree.
     state = (model, opt_state, key, start)
@@ -398,13 +427,12 @@ def fit(
     with deferred_interrupts(description, "the step in progress") as interrupts:
         try:
             while state[3] < steps:
-                interrupts.check()
+                if group.single:
+                    interrupts.check()
                 model, opt_state, key, step = state
                 key, batch_key, loss_key = _split3(key)
-                try:
-                    with interrupts.abandonable():  # waiting for data is given up
-                        batch = batch_fn(step, batch_key)
-                except EndOfData:
+                batch = next_batch(step, batch_key)
+                if batch is None:
                     ended_early = True
                     break
                 model, opt_state, loss, aux = train_step(model, opt_state, batch, loss_key)
@@ -436,6 +464,7 @@ def fit(
             bar.close()
             if checkpointer is not None:
                 checkpointer.close()
+    model, opt_state, key = group.local((model, opt_state, key))
     return FitResult(
         model=model,
         opt_state=opt_state,
