@@ -4,7 +4,9 @@
 are missing, then starts, all inside one temporary directory, a private
 `munged` (its own key and socket: a system MUNGE is left alone), `slurmctld`
 and `slurmd` on this machine (free ports, no accounting, `proctrack/linuxproc`,
-`task/none`), and waits until `sinfo` shows the node idle. `stop()` cancels the
+`task/none`), and waits until `sinfo` shows the node idle. The node declares
+`CPUS` CPUs, more than the machine has (`SlurmdParameters=config_overrides`),
+so that a trainer job of several tasks and its solver jobs run side by side. `stop()` cancels the
 cluster's jobs, stops the three daemons by their pid files and removes the
 directory. Clients reach the cluster through `SLURM_CONF` (`cluster.env`).
 
@@ -26,6 +28,7 @@ from pathlib import Path
 
 DAEMONS = ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "slurmctld", "slurmd", "munged")
 INSTALL_TIMEOUT = 900
+CPUS = 8  # the node's CPUs as Slurm counts them (the machine may have fewer)
 
 
 class Unavailable(Exception):
@@ -80,7 +83,7 @@ def _free_ports(n: int) -> list[int]:
 
 
 class SlurmCluster:
-    """One node (this machine, 2 CPUs) in one default partition `debug`."""
+    """One node (this machine, `CPUS` CPUs) in one default partition `debug`."""
 
     def __init__(self):
         self.root = Path(tempfile.mkdtemp(prefix="sciml-slurm-"))
@@ -156,7 +159,7 @@ ReturnToService=2
 SchedulerParameters=sched_interval=1
 KillWait=2
 MinJobAge=300
-NodeName={self.host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=20000 State=UNKNOWN
+NodeName={self.host} NodeAddr=127.0.0.1 CPUs={CPUS} RealMemory=20000 State=UNKNOWN
 PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
 """
         )

@@ -29,7 +29,7 @@ from sciml.online._slurm import (
 )
 from sciml.transport import SECRET_ENV, connect_address
 
-from .slurm_cluster import SlurmCluster, Unavailable
+from .slurm_cluster import CPUS, SlurmCluster, Unavailable
 from .test_trainer import N_STEPS, PLANNED, accepted_ids, events, make_study, train
 
 
@@ -334,10 +334,17 @@ def test_the_launcher_block_of_an_online_config(fake_slurm):
 
 
 def test_a_job_waiting_in_the_queue_is_not_taken_for_a_hung_one(slurm, tmp_path):
-    # a job holding both CPUs keeps the study's jobs pending for 10 s, longer
+    # a job holding every CPU of the node keeps the study's jobs pending for 10 s, longer
     # than the study allows a started job to stay silent (timeout + start_timeout)
     blocker = slurm.run(
-        "sbatch", "--parsable", "-c", "2", "-o", str(tmp_path / "blocker.out"), "--wrap", "sleep 10"
+        "sbatch",
+        "--parsable",
+        "-c",
+        str(CPUS),
+        "-o",
+        str(tmp_path / "blocker.out"),
+        "--wrap",
+        "sleep 10",
     ).stdout.strip()
     deadline = time.monotonic() + 10
     while slurm.run("squeue", "-h", "-o", "%T", "-j", blocker).stdout.strip() != "RUNNING":
