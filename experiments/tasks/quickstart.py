@@ -20,6 +20,7 @@ from sciml.experiment import Experiment, Headline, check_config, save_figure, tr
 
 
 HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
+DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 def heat_data(key, n: int, resolution: int, n_modes: int, diffusivity: float, t_final: float):

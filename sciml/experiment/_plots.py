@@ -128,8 +128,11 @@ def plot_loss(
     - `ax`: a matplotlib axis to draw on (default: a new figure).
 
     **Returns:** the figure, or `None` when the file holds no training records
-    (then nothing is written).
+    (then nothing is written). On several processes only process 0 writes
+    `loss.png`; the others return `None` at once.
     """
+    if plot_dir is not None and not _main_process():
+        return None
     import matplotlib
 
     if ax is None:
@@ -199,16 +202,25 @@ def save_figure(fig: Any, path: str | Path, *, dpi: int = 120, **options: Any) -
 
     **Arguments:** `fig`, a matplotlib figure or axis; `path`, the file (its
     suffix picks the format); `dpi` and further `options` go to `savefig`
-    (e.g. `bbox_inches="tight"`).
+    (e.g. `bbox_inches="tight"`). On several processes only process 0
+    writes; the others close the figure.
 
     **Returns:** `path`.
     """
     import matplotlib.pyplot as plt
 
     fig = fig.figure  # an axis's figure; a figure is its own
-    fig.savefig(path, dpi=dpi, **options)
+    if _main_process():
+        fig.savefig(path, dpi=dpi, **options)
     plt.close(fig)
     return Path(path)
+
+
+def _main_process() -> bool:
+    """Whether this process writes files: process 0 of several, or the only one."""
+    import jax
+
+    return not jax.distributed.is_initialized() or jax.process_index() == 0
 
 
 def _log_if_positive(ax: Any, values: list[float]) -> None:

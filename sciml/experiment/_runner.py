@@ -47,6 +47,7 @@ from ._config import (
 )
 from ._errors import ConfigError, read_json
 from ._overrides import apply_overrides, split_overrides
+from ._processes import FLAG, check_processes, child_arguments, run_processes, split_processes
 from ._task import resolve_task, task_name
 from ._validate import check_shared_blocks, config_value
 from ._verdict import Headline, verdict
@@ -147,15 +148,25 @@ def main_from_config(config: ml_collections.ConfigDict, workdir: str | Path) -> 
     """Runs `config`'s task in `workdir` and returns its summary (also `summary.json`).
 
     Writes `config.json` (and `source.json` when the config was loaded from a
-    file or module) before the task starts.
+    file or module) before the task starts. On several processes (see
+    [`ProcessGroup`][sciml.training.ProcessGroup]) every one runs the task and
+    process 0 alone writes these files; a task that does not declare
+    `DATA_PARALLEL = True` is refused there.
     """
-    from sciml.training import ResumePastEndError
+    from sciml.training import ProcessGroup, ResumePastEndError
     from sciml.training._metrics import to_python
 
     validate(config)
     workdir = Path(workdir)
-    check_workdir(config, workdir)
     module = task_module(config)
+    group = ProcessGroup.current()
+    check_processes(config, module, group.count)
+    if not group.main:  # process 0 checks the directory and writes the run's files
+        try:
+            return to_python(module.train_and_evaluate(config, workdir))
+        except ResumePastEndError as error:
+            raise ConfigError(_past_end(config, workdir, error)) from error
+    check_workdir(config, workdir)
     before = _RunFiles(workdir)
     (workdir / "plots").mkdir(parents=True, exist_ok=True)
     (workdir / CONFIG_FILE).write_text(json.dumps(config_json(config), indent=2, sort_keys=True))
@@ -299,7 +310,9 @@ Runs an experiment config: trains, evaluates and writes config.json,
 metrics.jsonl, checkpoints/, plots/ and summary.json into a run directory
 (runs/<name>/<timestamp>/ unless --workdir is given). The whole config is
 checked before anything is written. Ctrl-C checkpoints the finished steps;
---resume RUN_DIR continues from the latest checkpoint."""
+--resume RUN_DIR continues from the latest checkpoint. --processes N trains
+on N processes of this machine (JAX's multi-process runtime), each on its
+share of every batch."""
 
 
 def checkout_configs(root: Path | None = None) -> list[Path]:
@@ -332,6 +345,9 @@ def _epilog(prog: str) -> str:
         "",
         "variants:",
         "  FILE:tiny             every config has a seconds-long smoke-test variant",
+        "",
+        "processes:",
+        f"  {FLAG} N           train on N processes of this machine (default 1)",
         "",
     ]
     if configs:
@@ -435,6 +451,11 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     headline beside its baseline, the wall time, where the plots and
     `summary.json` are); with `--json`, the summary as JSON instead.
 
+    With `--processes N` (N > 1) it starts N processes that train together
+    and waits for them. In a process of several (started so, or by `srun`; see
+    `sciml.training.initialize_processes`), process 0 writes the files and
+    prints; the others train silently.
+
     **Returns:** the exit status: 0 when done, 2 for a bad command line (one
     line `error: ...` on stderr), 1 for a non-finite loss, 130 when interrupted
     (Ctrl-C or SIGTERM; finished steps are checkpointed).
@@ -443,15 +464,40 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     try:
-        config, workdir = parse(argv, prog=prog)
+        processes, argv = split_processes(argv)
+        if processes > 1:
+            config, workdir = parse(argv, prog=prog)
+            check_processes(config, task_module(config), processes)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    from sciml.training import NonFiniteLossError
+    if processes > 1:
+        return run_processes(child_arguments(argv, workdir), processes, workdir)
+    from sciml.training import NonFiniteLossError, ProcessGroup, initialize_processes
+    from sciml.training._processes import ENV_PROCESSES
 
-    print(f"run directory: {workdir}", file=sys.stderr)
+    initialize_processes()
+    group = ProcessGroup.current()
+    try:
+        config, workdir = parse(argv, prog=prog)
+        failure = None
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        failure = error
+    if not group.single:  # every process parsed: the run directory is process 0's
+        workdirs = group.gather(None if failure else str(workdir))
+        if None in workdirs:
+            return 2
+        workdir = Path(workdirs[0])
+    elif failure is not None:
+        return 2
+    hint = resume_command(prog, workdir)
+    if os.environ.get(ENV_PROCESSES):
+        hint += f" {FLAG} {group.count}"
+    if group.main:
+        print(f"run directory: {workdir}", file=sys.stderr)
     source = source_of(config)
-    if source is not None and source.variant == "tiny":
+    if group.main and source is not None and source.variant == "tiny":
         print(
             "note: ':tiny' is a smoke test (seconds of training on tiny data): it checks that "
             "the pipeline runs; its losses, errors and solver statuses (failed or unconverged "
@@ -462,18 +508,22 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     try:
         summary = main_from_config(config, workdir)
     except KeyboardInterrupt:
-        print(
-            "interrupted; finished steps are checkpointed. Resume with:\n"
-            f"  {resume_command(prog, workdir)}",
-            file=sys.stderr,
-        )
+        if group.main:
+            print(
+                f"interrupted; finished steps are checkpointed. Resume with:\n  {hint}",
+                file=sys.stderr,
+            )
         return 130
     except NonFiniteLossError as error:
-        print(f"error: {error}", file=sys.stderr)
+        if group.main:
+            print(f"error: {error}", file=sys.stderr)
         return 1
     except ConfigError as error:  # a resumed run that could not continue, left as it was
-        print(f"error: {error}", file=sys.stderr)
+        if group.main:
+            print(f"error: {error}", file=sys.stderr)
         return 2
+    if not group.main:
+        return 0
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
     else:

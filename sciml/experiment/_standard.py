@@ -23,7 +23,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from sciml.training import FitResult, TrainSettings, fit, make_optimizer
+from sciml.training import FitResult, ProcessGroup, TrainSettings, fit, make_optimizer
 
 from ._config import config_json
 from ._plots import plot_loss
@@ -124,10 +124,16 @@ def _save_seconds(workdir: Path, seconds: float) -> None:
 
 
 def _fit(experiment, config, workdir, optimizer, key, tag, description) -> FitResult:
+    group = ProcessGroup.current()
+
+    def rows(step, key):  # this process's rows of the global batch
+        return group.rows(experiment.batch_fn(step, key))
+
+    batch_fn = experiment.batch_fn if group.single else rows
     return fit(
         experiment.model,
         experiment.loss_fn,
-        experiment.batch_fn,
+        batch_fn,
         optimizer=optimizer,
         key=jax.random.key(int(config.seed) + 1) if key is None else key,
         settings=train_settings(
@@ -166,22 +172,30 @@ def train_experiment(
     - `description`: the progress-bar label (default `config.name`).
     - `plots`: whether to write `plots/loss.png` and `experiment.plot`'s plots.
 
+    On several processes (see [`ProcessGroup`][sciml.training.ProcessGroup])
+    each trains on its rows of every batch `experiment.batch_fn` returns (so
+    the batch size must be a multiple of the process count), and process 0
+    alone writes the plots and `train_seconds.json`.
+
     **Returns:** a [`Trained`][sciml.experiment.Trained]; the checkpoints carry
     the config in their metadata, so the model can be rebuilt from the run
     directory (see [`restore_model`][sciml.training.restore_model]).
     """
     workdir = Path(workdir)
+    main = ProcessGroup.current().main
     optimizer = make_optimizer(config.get("optimizer"), experiment.label_fn)
     earlier = _earlier_seconds(workdir)
     start = time.perf_counter()
     try:
         result = _fit(experiment, config, workdir, optimizer, key, tag, description)
     except KeyboardInterrupt:  # the finished steps are checkpointed: so is their time
-        _save_seconds(workdir, earlier + time.perf_counter() - start)
+        if main:
+            _save_seconds(workdir, earlier + time.perf_counter() - start)
         raise
     seconds = earlier + time.perf_counter() - start
-    _save_seconds(workdir, seconds)
-    if plots:
+    if main:
+        _save_seconds(workdir, seconds)
+    if plots and main:
         plot_dir = workdir / "plots"
         plot_dir.mkdir(parents=True, exist_ok=True)
         if experiment.plot is not None:

@@ -122,6 +122,7 @@ def surrogate(config, study: Study) -> Surrogate:
 
 train_and_evaluate = online_train_and_evaluate(surrogate)
 HEADLINE = ONLINE_HEADLINE
+DATA_PARALLEL = True  # trains through run_online: `--processes N` runs N trainer ranks
 
 
 def validate_config(config) -> None:

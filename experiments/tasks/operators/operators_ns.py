@@ -26,6 +26,7 @@ from sciml.experiment import Experiment, Headline, check_config, train_experimen
 
 
 HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
+DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 @functools.lru_cache(maxsize=4)

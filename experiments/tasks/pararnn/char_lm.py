@@ -41,6 +41,7 @@ from sciml.training import read_metrics
 HEADLINE = Headline(
     "final_loss_newton", "final loss (Newton)", "final_loss_sequential", "sequential"
 )
+DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 MODES = ("sequential", "newton")

@@ -50,6 +50,9 @@ from sciml.ssm import (
 )
 
 
+DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
+
+
 # name: (S4D init options, the same options for `diagonal_system`)
 MODELS = {
     "s4d_legs": {"init": "legs", "b_clip": None},

@@ -5,6 +5,7 @@ from sciml.experiment import Headline, train_experiment
 
 
 HEADLINE = Headline("test_mse", "test MSE")
+DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 def build(config):
