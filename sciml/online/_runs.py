@@ -20,6 +20,15 @@ Semantics (the same for every launcher):
 
 The table is plain JSON data, so it is checkpointed with the model; runs that
 were running when the checkpoint was written are pending after a restore.
+
+With several trainer ranks, each rank keeps a table of its own share of the
+study: rank `r` of `P` holds the global runs `r, r + P, r + 2P, …` below
+`n_runs`, its local run `i` being global run `i·P + r` (the parameters of row
+`i·P + r` of the sampler's draw, the seed `run_seed(seed, i·P + r)`); a redrawn
+run takes the next local index, so redraws of different ranks never share a
+global id either. Local ids go on the wire and into the checkpoint; reports
+(failed and diverged runs, events) name global ids. With one rank the two are
+the same.
 """
 
 from __future__ import annotations
@@ -43,9 +52,11 @@ def run_seed(seed: int, run: int) -> int:
 class RunTable:
     """Bookkeeping of a study's runs (see the module docstring).
 
-    **Arguments:** the parameter `space` and `sampler`; `n_runs` planned runs;
-    `n_steps` time steps per run; `seed` (solver seeds derive from it);
-    `max_attempts` per run before its parameters are redrawn.
+    **Arguments:** the parameter `space` and `sampler`; `n_runs` planned runs
+    (of the whole study); `n_steps` time steps per run; `seed` (solver seeds
+    derive from it); `max_attempts` per run before its parameters are
+    redrawn; `rank` of `ranks`: the share of the study this table holds (see
+    the module docstring; default the whole study).
     """
 
     def __init__(
@@ -57,12 +68,23 @@ class RunTable:
         n_steps: int,
         seed: int,
         max_attempts: int,
+        rank: int = 0,
+        ranks: int = 1,
     ):
         self.space, self.sampler = space, sampler
         self.n_runs, self.n_steps, self.seed = int(n_runs), int(n_steps), int(seed)
         self.max_attempts = int(max_attempts)
-        self.params = sampler.draw(space, self.n_runs)
-        n = self.n_runs
+        self.rank, self.ranks = int(rank), int(ranks)
+        if not 0 <= self.rank < self.ranks:
+            raise ValueError(f"`rank` must be in [0, {self.ranks}), got {rank}.")
+        if self.ranks > 1 and self.n_runs < self.ranks:
+            raise ValueError(
+                f"`n_runs` ({self.n_runs}) must be at least the number of trainer ranks "
+                f"({self.ranks}): each rank needs runs of its own."
+            )
+        n = len(range(self.rank, self.n_runs, self.ranks))  # this rank's planned runs
+        self.n_local = n
+        self.params = self._draw(n)
         self.status = [PENDING] * n
         self.attempts = [0] * n
         self.received = [0] * n
@@ -91,12 +113,20 @@ class RunTable:
         started = 0 <= run < len(self) and 0 <= attempt < self.attempts[run]
         return started and (run, attempt) not in self.retired
 
+    def global_run(self, run: int) -> int:
+        """The study-wide id of local run `run`."""
+        return run * self.ranks + self.rank
+
+    def _draw(self, n: int) -> np.ndarray:
+        """The parameters of local runs `0 … n − 1` (rows `i·P + r` of the draw)."""
+        return self.sampler.draw(self.space, self.global_run(n - 1) + 1)[self.rank :: self.ranks]
+
     def spec(self, run: int) -> RunSpec:
         return RunSpec(
             run=run,
             attempt=self.attempts[run],
             params=self.space.as_dict(self.params[run]),
-            seed=run_seed(self.seed, run),
+            seed=run_seed(self.seed, self.global_run(run)),
         )
 
     # -- transitions -------------------------------------------------------------
@@ -147,7 +177,7 @@ class RunTable:
 
     def _redraw(self) -> int:
         run = len(self)
-        row = self.sampler.draw(self.space, run + 1)[-1]
+        row = self.sampler.draw(self.space, self.global_run(run) + 1)[-1]
         self.params = np.concatenate([self.params, row[None]])
         self.status.append(PENDING)
         self.attempts.append(0)
@@ -155,29 +185,31 @@ class RunTable:
         return run
 
     def failed_runs(self) -> list[dict[str, Any]]:
-        """The failed runs with their parameters, attempts, the attempts that
-        sent non-finite samples, and replacement."""
+        """The failed runs (global ids) with their parameters, attempts, the
+        attempts that sent non-finite samples, and replacement."""
         return [
             {
-                "run": r,
+                "run": self.global_run(r),
                 "params": self.space.as_dict(self.params[r]),
                 "attempts": self.attempts[r],
                 "non_finite_attempts": sorted(a for run, a in self.retired if run == r),
-                "replaced_by": self.replaced_by.get(r),
+                "replaced_by": (
+                    self.global_run(self.replaced_by[r]) if r in self.replaced_by else None
+                ),
             }
             for r, s in enumerate(self.status)
             if s == FAILED
         ]
 
     def diverged_runs(self) -> list[dict[str, Any]]:
-        """The runs an attempt of which sent a non-finite sample: their
+        """The runs (global ids) an attempt of which sent a non-finite sample: their
         parameters, first non-finite step (None if not known), the attempts
         that diverged, and their state now (`failed` and redrawn, or `done` by
         a later attempt, ...)."""
         runs = sorted({run for run, _ in self.retired})
         return [
             {
-                "run": r,
+                "run": self.global_run(r),
                 "params": self.space.as_dict(self.params[r]),
                 "non_finite_step": self.non_finite_step.get(r),
                 "non_finite_attempts": sorted(a for run, a in self.retired if run == r),
@@ -201,9 +233,9 @@ class RunTable:
     def restore(self, data: dict[str, Any]) -> None:
         """Loads a table saved by `to_json`; running runs become pending."""
         n = len(data["status"])
-        if n < self.n_runs:
-            raise ValueError(f"the saved run table has {n} runs, the study plans {self.n_runs}.")
-        self.params = self.sampler.draw(self.space, n)
+        if n < self.n_local:
+            raise ValueError(f"the saved run table has {n} runs, the study plans {self.n_local}.")
+        self.params = self._draw(n)
         self.status = [PENDING if s == RUNNING else RunState(s) for s in data["status"]]
         self.attempts = [int(a) for a in data["attempts"]]
         self.received = [int(c) for c in data["received"]]

@@ -175,7 +175,8 @@ class JobScheduler:
             job.exit_code, job.exited_at = code, now
             if code != 0:
                 self.counters["jobs_failed"] += 1
-                self.log("job_failed", job=job.id, runs=job.runs, exit=code)
+                runs = [self.table.global_run(r) for r in job.runs]
+                self.log("job_failed", job=job.id, runs=runs, exit=code)
 
     def _settled(self, job: _Job, now: float) -> bool:
         """Whether an exited job's runs are settled: its last messages had their
@@ -192,7 +193,8 @@ class JobScheduler:
             return False
         for run in waiting:
             state = self.table.ended(run)
-            self.log("run_" + state, run=run, attempts=self.table.attempts[run])
+            attempts = self.table.attempts[run]
+            self.log("run_" + state, run=self.table.global_run(run), attempts=attempts)
         return True
 
     def _submit(self, runs: list[int]) -> None:

@@ -72,6 +72,8 @@ class SampleStream:
       `AbstractBuffer.check_batch_size`).
     - `launcher`: an [`AbstractLauncher`][sciml.online.AbstractLauncher].
     - `workdir`: where job specs, solver logs and `events.jsonl` go.
+    - `rank` of `ranks`: with several trainer ranks, the share of the study's
+      runs this stream runs and receives (see [`RunTable`][sciml.online.RunTable]).
     """
 
     def __init__(
@@ -83,6 +85,8 @@ class SampleStream:
         batch_size: int,
         launcher: AbstractLauncher,
         workdir: str | Path,
+        rank: int = 0,
+        ranks: int = 1,
     ):
         self.study, self.buffer, self.launcher = study, buffer, launcher
         self.batch_size = buffer.check_batch_size(batch_size)
@@ -96,7 +100,10 @@ class SampleStream:
             n_steps=study.n_steps,
             seed=study.seed,
             max_attempts=study.max_attempts,
+            rank=rank,
+            ranks=ranks,
         )
+        self.address = study.receiver_address(rank, ranks)
         sample = {**fields, "params": np.zeros(study.space.dim, np.float32)}
         self.samples = BufferedSamples(buffer, sample, self.batch_size)
         self.lock = threading.Condition()
@@ -157,7 +164,7 @@ class SampleStream:
             on_close=self._on_close,
             is_known_run=self._is_known,
             on_non_finite=self._on_non_finite,
-            address=self.study.address,
+            address=self.address,
             accepted=list(self.samples.accepted),
         )
         self.receiver.start()
@@ -200,12 +207,14 @@ class SampleStream:
         with self.lock:
             self.scheduler.touch(msg.run, msg.attempt)
             if CloseStatus.of(msg.status) is not CloseStatus.OK:
-                self.log("run_error", run=msg.run, attempt=msg.attempt, status=msg.status)
+                run = self.table.global_run(msg.run)
+                self.log("run_error", run=run, attempt=msg.attempt, status=msg.status)
 
     def _on_non_finite(self, msg: Message) -> None:
         with self.lock:
             state = self.table.retire(msg.run, msg.attempt, msg.step)
-            self.log("run_non_finite", run=msg.run, attempt=msg.attempt, step=msg.step, state=state)
+            run = self.table.global_run(msg.run)
+            self.log("run_non_finite", run=run, attempt=msg.attempt, step=msg.step, state=state)
             self.lock.notify_all()
 
     def _on_data(self, msg: Message) -> None:
@@ -245,7 +254,7 @@ class SampleStream:
                     break
                 if ended:
                     raise EndOfData
-                if not self.samples.counters["batches"]:
+                if not self.samples.counters["batches"] and self.table.rank == 0:
                     show_status(self._filling())
                 self.lock.wait(TICK)
             self.waiting_seconds += time.perf_counter() - waited

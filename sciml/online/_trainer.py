@@ -15,7 +15,11 @@ guard, Ctrl-C / SIGTERM handling); this module only supplies what differs:
   fails `max_attempts` times) and evaluated every `eval_every` steps in the
   training thread, while the receiver thread keeps receiving;
 - batches are split over all local devices (`jax.sharding`, data parallel:
-  the model is replicated, the batch axis sharded), when there is more than one.
+  the model is replicated, the batch axis sharded), when there is more than one;
+- on several processes (`jax.process_count() > 1`: `fit` on a
+  [`ProcessGroup`][sciml.training.ProcessGroup]) each process is one trainer
+  rank with a stream of its own: its share of the runs, its receiver, buffer
+  and solver jobs in `online/rank-<r>/` (see `_ranks.py`).
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._checks import settings_module_only
-from ..training import FitResult, TrainSettings, fit
+from ..training import FitResult, ProcessGroup, TrainSettings, fit
 from ..training._settings import check_settings
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, LocalLauncher
+from ._ranks import local_batch_size, merged_monitor, merged_summary, shared_validation
 from ._stream import SampleStream
 from ._study import Study, validation_runs
 
@@ -56,7 +61,9 @@ class OnlineResult:
       step), validation draws that diverged and were replaced (likewise,
       `validation_runs_diverged` and `validation_diverged_runs`), jobs
       started, failed and hung, and the fraction of the loop spent waiting
-      for data;
+      for data; with several trainer ranks, the sums over ranks (the wait
+      fraction: the mean, and each rank's in `wait_fraction_by_rank`) and
+      `ranks`;
     - `validation`: the validation data (`{name: array}`).
     """
 
@@ -105,12 +112,16 @@ def train_online(
       solver's fields `(batch_size, *shape)` plus `"params"`
       `(batch_size, n_params)`, the parameters of each sample's run.
     - `buffer`: the training buffer module.
-    - `batch_size`: samples per step (a multiple of the number of devices).
+    - `batch_size`: samples per step (a multiple of the number of devices;
+      with several trainer ranks, each draws `batch_size / ranks` of them
+      from its own buffer).
     - `launcher`: default [`LocalLauncher`][sciml.online.LocalLauncher]`()`.
     - `evaluate(model, validation) -> dict of scalars`: the validation metric,
       run every `eval_every` steps and at the end on the validation data
       (same layout as a batch, all validation steps at once).
-    - `devices`: the devices a batch is split over (default: all local ones).
+    - `devices`: the devices a batch is split over (default: all local ones;
+      with several processes, every process's devices, and `devices` must
+      stay None).
     - `settings`: the loop's [`TrainSettings`][sciml.training.TrainSettings],
       as in `fit` (`settings=TrainSettings(steps=2500, workdir=...)`).
       Training stops at `steps` or earlier, when the stream has ended.
@@ -118,14 +129,38 @@ def train_online(
       `metrics.jsonl`, `validation.h5`, and `online/` (job specs, solver logs,
       `events.jsonl`). A directory with checkpoints is resumed.
 
+    On several processes (`jax.process_count() > 1`) each process is one
+    trainer rank: rank `r` runs its share of the study's runs (global runs
+    `r, r + ranks, …`) with its own receiver (see `Study.address`), buffer and
+    solver jobs, in `online/rank-<r>/`. Rank 0 solves the validation runs,
+    the others read them from `validation.h5`. Every step takes
+    `batch_size / ranks` samples from each rank's buffer and waits for every
+    rank: a rank waiting for data holds the step up, and its wait fraction
+    shows it. The job ends when any rank's stream has ended (samples left in
+    the other ranks' buffers stay untrained), so give every rank the same
+    number of runs (`n_runs` a multiple of the ranks). A checkpoint holds
+    every rank's stream and is resumed by as many ranks.
+
     **Returns:** an [`OnlineResult`][sciml.online.OnlineResult].
     """
     settings = check_settings(settings)
     if settings.workdir is None:
         raise ValueError("`workdir` is required: online training keeps its run directory.")
     workdir = Path(settings.workdir)
-    sharding = data_sharding(batch_size, devices)
-    validation, diverged = validation_runs(study, workdir / "validation.h5")
+    group = ProcessGroup.current()
+    if group.single:
+        sharding = data_sharding(batch_size, devices)
+        validation, diverged = validation_runs(study, workdir / "validation.h5")
+        online = workdir / "online"
+    else:
+        if devices is not None:
+            raise ValueError(
+                f"`devices` must be None on {group.count} processes: a batch is split over "
+                "every process's devices."
+            )
+        batch_size, sharding = local_batch_size(batch_size, group.count), None
+        validation, diverged = shared_validation(study, workdir / "validation.h5", group)
+        online = workdir / "online" / f"rank-{group.index}"
     example = {name: x[0] for name, x in validation.items() if name not in BOOKKEEPING}
     stream = SampleStream(
         study,
@@ -133,10 +168,14 @@ def train_online(
         example,
         batch_size=batch_size,
         launcher=LocalLauncher() if launcher is None else launcher,
-        workdir=workdir / "online",
+        workdir=online,
+        rank=group.index,
+        ranks=group.count,
     )
 
     def batch_fn(step: int, batch_key: jax.Array) -> dict[str, jax.Array]:
+        if not group.single:  # each rank's buffer draws with its own key
+            batch_key = jax.random.fold_in(batch_key, group.index)
         batch = stream.batch(batch_key)
         return jax.device_put(batch, sharding) if sharding is not None else batch
 
@@ -151,11 +190,11 @@ def train_online(
             settings=settings,
             eval_fn=eval_fn,
             extra_state=stream,
-            monitor=stream.monitor,
+            monitor=lambda: merged_monitor(stream.monitor(), group),
         )
     finally:
-        stream.close()
-    summary = stream.summary()
+        stream.close()  # also when another rank died: no solver outlives its rank
+    summary = merged_summary(stream.summary(), group)
     summary["validation_runs_diverged"] = len(diverged)
     summary["validation_diverged_runs"] = diverged
     summary["steps"] = result.step

@@ -1,0 +1,108 @@
+"""One trainer rank of a small online study on two processes, for the rank
+tests: `python -m tests.online.ranks_trainer WORKDIR [KILL_AT]`, with
+`SCIML_PROCESSES`, `SCIML_PROCESS_ID` and `JAX_COORDINATOR_ADDRESS` set.
+
+Run again on the same `WORKDIR` (both ranks), it resumes from the latest
+checkpoint. When its stream closes, each rank writes
+`WORKDIR/online/rank-<r>/final.json`: its accepted sample ids as global
+`(run, step)` pairs and its own summary; at the end rank 0 writes
+`WORKDIR/summary.json` (every rank's, merged). With `KILL_AT`, rank 1
+SIGKILLs itself when asked for batch `KILL_AT` (after the checkpoint of
+step `KILL_AT - 1` when that is a multiple of 2).
+"""
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+
+from sciml.online import FIFO, ParameterSpace, SampleStream, Study, train_online
+from sciml.training import TrainSettings, initialize_processes
+
+
+RANKS = 2
+N_RUNS, N_STEPS = 8, 4  # 16 samples a rank: 8 steps of 2 samples a rank
+DELAY = 0.15  # seconds per solver step: each rank streams for about 3 s
+
+
+def loss_fn(model, batch, key):
+    u = batch["u"]  # (batch, 3, 4, 4): [a, step, seed]
+    pred = jax.vmap(model)(u.reshape(u.shape[0], -1) / 100)
+    return jnp.mean((pred - u[:, 0, 0, :1]) ** 2), {}
+
+
+def record_on_close(workdir: Path) -> None:
+    """Each rank writes its accepted ids (global) and its own summary when its
+    stream closes."""
+    close = SampleStream.close
+
+    def close_and_record(self):
+        close(self)
+        table = self.table
+        ids = [[table.global_run(run), step] for run, step in self.samples.accepted]
+        final = {"accepted": ids, "summary": self.summary()}
+        (self.workdir / "final.json").write_text(json.dumps(final))
+
+    SampleStream.close = close_and_record
+
+
+def kill_at(n: int) -> None:
+    """Rank 1 SIGKILLs itself when asked for its `n`-th batch (0-based)."""
+    batch = SampleStream.batch
+
+    def die_at_batch(self, key):
+        if self.table.rank == 1 and self.samples.counters["batches"] == n:
+            print(f"rank 1 killed at batch {n}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return batch(self, key)
+
+    SampleStream.batch = die_at_batch
+
+
+def main(workdir: Path) -> None:
+    study = Study(
+        simulation="tests.online.stream_solvers.slow_counter",
+        space=ParameterSpace({"a": (0.0, 1.0)}),
+        n_runs=N_RUNS,
+        n_steps=N_STEPS,
+        settings={"n_steps": N_STEPS, "delay": DELAY},
+        concurrency=1,
+        runs_per_job=2,
+        n_validation=1,
+        seed=0,
+        timeout=5.0,
+    )
+    result = train_online(
+        study,
+        eqx.nn.Linear(48, 1, key=jax.random.key(0)),
+        loss_fn,
+        buffer=FIFO(capacity=32),
+        optimizer=optax.adam(1e-2),
+        batch_size=4,
+        key=jax.random.key(1),
+        settings=TrainSettings(
+            steps=1000,  # until the streams end: 8 steps
+            workdir=workdir,
+            checkpoint_every=2,
+            keep_checkpoints=100,
+            log_every=1,
+            progress=False,
+            description="online",
+        ),
+    )
+    if jax.process_index() == 0:
+        (workdir / "summary.json").write_text(json.dumps(result.summary))
+
+
+if __name__ == "__main__":
+    initialize_processes()  # before any JAX computation
+    record_on_close(Path(sys.argv[1]))
+    if len(sys.argv) == 3:
+        kill_at(int(sys.argv[2]))
+    main(Path(sys.argv[1]))

@@ -1,0 +1,262 @@
+"""Online training with several trainer ranks (processes).
+
+The run table's partition: each rank holds its share of the study's runs,
+with the parameters and seeds the one-rank study gives those runs. End to end
+(slow): two trainer processes on this machine (JAX's CPU collectives), each
+with its own receiver, buffer and solver jobs, account for every sample
+exactly once; a rank killed mid-run stops the other one promptly with no
+solver left behind, and a resume of both finishes the study exactly once.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sciml.online import RunTable, Study, run_seed
+from sciml.online._processes import PROCESSES_FILE, start_time
+from sciml.online._runs import FAILED
+from sciml.online._sampler import LatinHypercube, MonteCarlo, ParameterSpace
+
+from .ranks_trainer import N_RUNS, N_STEPS, RANKS
+
+
+SPACE = ParameterSpace({"nu": (1e-3, 1e-2, "log"), "a": (0.0, 1.0)})
+REPO = Path(__file__).resolve().parents[2]
+PLANNED = {(r, k) for r in range(N_RUNS) for k in range(N_STEPS)}
+
+
+def tables(n_runs, ranks, sampler=None, max_attempts=1):
+    sampler = MonteCarlo(seed=7) if sampler is None else sampler
+    return [
+        RunTable(
+            SPACE,
+            sampler,
+            n_runs=n_runs,
+            n_steps=3,
+            seed=7,
+            max_attempts=max_attempts,
+            rank=r,
+            ranks=ranks,
+        )
+        for r in range(ranks)
+    ]
+
+
+@pytest.mark.parametrize("sampler", [MonteCarlo(seed=7), LatinHypercube(seed=7, block=4)])
+@pytest.mark.parametrize("n_runs", [6, 7])
+def test_ranks_share_the_runs_of_one_table_with_their_parameters_and_seeds(n_runs, sampler):
+    (whole,) = tables(n_runs, 1, sampler)
+    parts = tables(n_runs, 3, sampler)
+    ids = [[t.global_run(i) for i in range(len(t))] for t in parts]
+    # disjoint, and together exactly the study's runs
+    assert sorted(sum(ids, [])) == list(range(n_runs))
+    for t, own in zip(parts, ids):
+        for i, g in enumerate(own):
+            spec, reference = t.spec(i), whole.spec(g)
+            assert spec.run == i and spec.seed == run_seed(7, g) == reference.seed
+            assert spec.params == reference.params
+    # one rank: the table of before (local ids are global ids)
+    assert [whole.global_run(i) for i in range(n_runs)] == list(range(n_runs))
+    np.testing.assert_array_equal(whole.params, sampler.draw(SPACE, n_runs))
+
+
+def test_redrawn_runs_of_different_ranks_never_share_a_global_id():
+    parts = tables(4, 2)
+    redrawn = []
+    for t in parts:
+        for _ in range(3):  # fail the first run, then each replacement: three redraws
+            run = len(t) - 1
+            t.start([run])
+            assert t.ended(run) == FAILED
+            redrawn.append(t.global_run(t.replaced_by[run]))
+        # the rank's failed runs are reported with global ids and parameters
+        failed = t.failed_runs()
+        assert [f["run"] for f in failed] == [t.global_run(i) for i in range(1, 4)]
+        assert failed[-1]["replaced_by"] == t.global_run(4)
+    assert len(set(redrawn)) == len(redrawn) and min(redrawn) >= 4
+    assert sorted(redrawn) == [4, 5, 6, 7, 8, 9]
+    # a redrawn run has the row of its global id, as a restart draws it again
+    full = MonteCarlo(seed=7).draw(SPACE, 10)
+    for t in parts:
+        np.testing.assert_array_equal(t.params, full[t.rank :: 2])
+        again = tables(4, 2)[t.rank]
+        again.restore(t.to_json())
+        np.testing.assert_array_equal(again.params, t.params)
+
+
+def test_a_table_refuses_ranks_without_runs_of_their_own():
+    with pytest.raises(ValueError, match=r"`n_runs` \(2\) must be at least .* ranks \(3\)"):
+        tables(2, 3)
+
+
+def test_each_rank_binds_its_own_receiver_address():
+    def study(address):
+        space = ParameterSpace({"a": (0.0, 1.0)})
+        return Study("m.f", space, n_runs=4, n_steps=2, address=address)
+
+    assert study("tcp://0.0.0.0:5555").receiver_address(2, 3) == "tcp://0.0.0.0:5557"
+    assert study("ipc:///tmp/s/recv").receiver_address(1, 2) == "ipc:///tmp/s/recv.rank1"
+    assert study(None).receiver_address(1, 2) is None  # a free port each
+    assert study("tcp://127.0.0.1:*").receiver_address(1, 2) == "tcp://127.0.0.1:*"
+    # one rank: the study's address as given
+    assert study("ipc:///tmp/s/recv").receiver_address() == "ipc:///tmp/s/recv"
+
+
+# -- two trainer processes ------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_ranks(workdir: Path, kill_at: int | None = None) -> list[subprocess.Popen]:
+    """Starts the two ranks of `ranks_trainer` on `workdir` (`kill_at`: rank 1
+    SIGKILLs itself when asked for that batch)."""
+    workdir.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one device each
+    env.update(SCIML_PROCESSES=str(RANKS), JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{free_port()}")
+    command = [sys.executable, "-m", "tests.online.ranks_trainer", str(workdir)]
+    command += [] if kill_at is None else [str(kill_at)]
+    procs = []
+    for rank in range(RANKS):
+        with open(log_path(workdir, rank), "ab") as log:
+            procs.append(
+                subprocess.Popen(
+                    command,
+                    cwd=REPO,
+                    env={**env, "SCIML_PROCESS_ID": str(rank)},
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    return procs
+
+
+def log_path(workdir: Path, rank: int) -> Path:
+    return workdir.parent / f"{workdir.name}-rank{rank}.log"
+
+
+def finish(procs: list[subprocess.Popen], workdir: Path) -> dict:
+    try:
+        for rank, proc in enumerate(procs):
+            assert proc.wait(timeout=120) == 0, log_path(workdir, rank).read_text()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return json.loads((workdir / "summary.json").read_text())
+
+
+def finals(workdir: Path) -> list[dict]:
+    """What each rank recorded when its stream closed (see `ranks_trainer`)."""
+    return [
+        json.loads((workdir / "online" / f"rank-{r}" / "final.json").read_text())
+        for r in range(RANKS)
+    ]
+
+
+def check_exactly_once(workdir: Path) -> list[dict]:
+    """Each rank accepted each id of its own runs once; together, every planned id."""
+    ranks = finals(workdir)
+    ids = [[tuple(i) for i in f["accepted"]] for f in ranks]
+    for rank, own in enumerate(ids):
+        assert len(own) == len(set(own)), f"rank {rank} accepted an id twice"
+        assert {run % RANKS for run, _ in own} == {rank}
+    assert not set(ids[0]) & set(ids[1]) and set(ids[0]) | set(ids[1]) == PLANNED
+    return ranks
+
+
+def running_solvers(workdir: Path) -> list[int]:
+    """The solver processes the ranks recorded that still run (same id and
+    start time)."""
+    pids = []
+    for path in (workdir / "online").glob(f"rank-*/jobs/{PROCESSES_FILE}"):
+        for line in path.read_text().splitlines():
+            entry = json.loads(line)
+            if start_time(entry["pid"]) == entry["start"]:
+                pids.append(entry["pid"])
+    return pids
+
+
+@pytest.mark.slow
+def test_two_ranks_account_for_every_sample_exactly_once(tmp_path):
+    workdir = tmp_path / "study"
+    summary = finish(start_ranks(workdir), workdir)
+    ranks = check_exactly_once(workdir)
+    # each rank ran its global runs with the parameters and seeds of one study
+    params = MonteCarlo(seed=0).draw(ParameterSpace({"a": (0.0, 1.0)}), N_RUNS)
+    for rank in range(RANKS):
+        jobs = (workdir / "online" / f"rank-{rank}" / "jobs").glob("job-*.json")
+        runs = [run for job in jobs for run in json.loads(job.read_text())["runs"]]
+        assert len(runs) == N_RUNS // RANKS
+        for spec in runs:
+            g = spec["run"] * RANKS + rank
+            assert spec["seed"] == run_seed(0, g) and spec["params"]["a"] == params[g, 0]
+    # the summary sums the ranks: 32 samples in 8 steps of 2 × 2
+    for key in ("samples_received", "samples_trained", "runs_done", "jobs_started"):
+        assert summary[key] == sum(r["summary"][key] for r in ranks), key
+    assert summary["samples_received"] == summary["samples_trained"] == len(PLANNED)
+    assert summary["steps"] == 8 and summary["ended_early"] and summary["ranks"] == RANKS
+    assert summary["duplicates_dropped"] == summary["messages_rejected"] == 0
+    by_rank = summary["wait_fraction_by_rank"]
+    assert len(by_rank) == RANKS and summary["wait_fraction"] == pytest.approx(np.mean(by_rank))
+    # metrics.jsonl (rank 0 only) logs the counters of both ranks
+    last = json.loads((workdir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 8 and last["received"] == last["trained"] == len(PLANNED)
+    assert not running_solvers(workdir)
+
+
+@pytest.mark.slow
+def test_a_killed_rank_stops_the_job_and_a_resume_finishes_it_exactly_once(tmp_path):
+    workdir = tmp_path / "study"
+    survivor, victim = start_ranks(workdir, kill_at=3)
+    closed = workdir / "online" / "rank-0" / "final.json"
+    try:
+        assert victim.wait(timeout=120) == -signal.SIGKILL, log_path(workdir, 1).read_text()
+        killed = time.monotonic()
+        # the survivor's next step fails, and its `finally` stops its solvers
+        while not closed.exists() and survivor.poll() is None:
+            assert time.monotonic() < killed + 30, "the survivor did not stop its stream"
+            time.sleep(0.01)
+        stopped = time.monotonic() - killed
+        # JAX's runtime then waits at exit for the dead process's heartbeat to
+        # time out (about 90 s here); the `--processes` parent stops a child
+        # left running a few seconds after another failed: so does this test
+        try:
+            survivor.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            survivor.kill()
+    finally:
+        for proc in (survivor, victim):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    log = log_path(workdir, 0).read_text()
+    assert closed.exists() and stopped < 10, (stopped, log)  # measured: 0.1-0.2 s
+    assert "Traceback" in log and not (workdir / "summary.json").exists(), log
+    # no solver is left: the survivor's were cancelled, the victim's died with it
+    # (a solver process ends when its trainer does)
+    deadline = time.monotonic() + 5
+    while running_solvers(workdir) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running_solvers(workdir)
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["2"]
+    # the resume of both ranks restores each rank's runs, buffer and accepted ids
+    summary = finish(start_ranks(workdir), workdir)
+    assert "resuming from step 2" in log_path(workdir, 0).read_text()
+    check_exactly_once(workdir)
+    # FIFO trains each sample once, across the restart too: a rank that forgot
+    # its accepted ids would accept (and train on) its first samples again
+    assert summary["samples_received"] == summary["samples_trained"] == len(PLANNED)
+    assert summary["steps"] == 8 and summary["runs_done"] == N_RUNS
