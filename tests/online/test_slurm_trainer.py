@@ -86,3 +86,7 @@ def test_the_docs_example_trains_on_2_ranks_beside_its_solver_jobs(cluster, tmp_
     assert summary["duplicates_dropped"] == 0 and summary["messages_rejected"] == 0
     assert summary["runs_done"] == study.n_runs and summary["runs_failed"] == 0
     assert summary["jobs_started"] == 2 and summary["jobs_failed"] == 0
+    # ... and the two ranks' jobs ran different runs (as their specs say)
+    specs = sorted((tmp_path / "run" / "online").glob("rank-*/jobs/job-*.json"))
+    seeds = [r["seed"] for spec in specs for r in json.loads(spec.read_text())["runs"]]
+    assert len(specs) == 2 and len(set(seeds)) == len(seeds) == study.n_runs
