@@ -20,6 +20,7 @@ the `jobs` folders under `W/online/`) are killed too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -106,6 +107,22 @@ def child_arguments(argv: list[str], workdir: Path) -> list[str]:
         if len(name) >= 3 and "--resume".startswith(name):
             return list(argv)
     return [*argv, "--workdir", str(workdir)]
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+    """Sends what is written to file descriptor 1 to /dev/null: the first
+    collective of a process connects JAX's CPU collectives (gloo), which
+    announce it on stdout, where only process 0's verdict or `--json` goes."""
+    sys.stdout.flush()
+    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _free_port() -> int:

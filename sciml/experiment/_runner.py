@@ -32,6 +32,7 @@ import shlex
 import shutil
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -47,7 +48,14 @@ from ._config import (
 )
 from ._errors import ConfigError, read_json
 from ._overrides import apply_overrides, split_overrides
-from ._processes import FLAG, check_processes, child_arguments, run_processes, split_processes
+from ._processes import (
+    FLAG,
+    check_processes,
+    child_arguments,
+    quiet_stdout,
+    run_processes,
+    split_processes,
+)
 from ._task import resolve_task, task_name
 from ._validate import check_shared_blocks, config_value
 from ._verdict import Headline, verdict
@@ -485,7 +493,8 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
         print(f"error: {error}", file=sys.stderr)
         failure = error
     if not group.single:  # every process parsed: the run directory is process 0's
-        workdirs = group.gather(None if failure else str(workdir))
+        with quiet_stdout():  # the first collective
+            workdirs = group.gather(None if failure else str(workdir))
         if None in workdirs:
             return 2
         workdir = Path(workdirs[0])
@@ -538,15 +547,30 @@ def cli(argv: list[str] | None = None, *, prog: str = "sciml-run") -> NoReturn:
     An interrupted run exits at once (after flushing its output): a chunk given
     up on a second Ctrl-C or SIGTERM is still running on XLA's threads, and a
     normal interpreter exit would wait for it to finish. Every finished step
-    is checkpointed, and every file closed, before `main` returns.
+    is checkpointed, and every file closed, before `main` returns. A process of
+    several that fails with an error exits at once too (status 1, after its
+    traceback): a normal exit would wait for the other processes, of which
+    one may be dead.
     """
     if "" not in sys.path and os.getcwd() not in sys.path:
         # as `python -m` does: a checkout's `experiments` package (the tasks
         # its configs name) imports from its root under the installed command too
         sys.path.insert(0, os.getcwd())
-    status = main(argv, prog=prog)
-    if status == 130:
+    failed = False
+    try:
+        status = main(argv, prog=prog)
+    except Exception:
+        if not _several_processes():
+            raise
+        traceback.print_exc()
+        status, failed = 1, True
+    if status == 130 or failed:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
     sys.exit(status)
+
+
+def _several_processes() -> bool:
+    jax = sys.modules.get("jax")
+    return jax is not None and jax.distributed.is_initialized()
