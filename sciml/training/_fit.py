@@ -297,6 +297,25 @@ def fit(
     the next log or checkpoint boundary, so the check adds no synchronisation
     (its cost is in `docs/benchmarks.md`).
 
+    **On several processes** (after
+    [`initialize_processes`][sciml.training.initialize_processes]) every
+    process calls `fit` with the same arguments; `batch_fn(step, key)` (the
+    same `key` everywhere) returns this process's rows of the global batch
+    ([`ProcessGroup.rows`][sciml.training.ProcessGroup.rows] takes them from
+    a global batch). The model is replicated on every device of every
+    process and each step's gradient is all-reduced, so the run trains as one
+    process would on the global batch, within float32 round-off. Before each
+    step the processes agree (one small all-gather) on whether any of them
+    received a signal or saw `EndOfData`, so all stop at the same step; a
+    batch a process had fetched for a step not taken is dropped. Process 0
+    alone writes `metrics.jsonl`, shows progress and runs `eval_fn` (on its
+    own copy of the model; the results go to every process); `monitor()` is
+    called on every process at the same steps. Every process takes part in
+    each checkpoint, which holds every process's `extra_state` (restored to
+    each; such a checkpoint is refused on another number of processes, one
+    without extra state resumes on any). `FitResult` holds each process's
+    own copy of the model.
+
     **Arguments:** `model`; `loss_fn(model, batch, key) -> (scalar loss, dict of
     scalars)`; `batch_fn(step, key) -> batch`; `optimizer` an
     `optax.GradientTransformation` (build one from a config with
