@@ -21,7 +21,12 @@ import numpy as np
 import pytest
 
 from sciml.experiment import ConfigError, load_run, main
-from sciml.experiment._processes import GRACE_SECONDS, child_arguments, split_processes
+from sciml.experiment._processes import (
+    GRACE_SECONDS,
+    _reap_simulations,
+    child_arguments,
+    split_processes,
+)
 from sciml.training import restore_model
 
 
@@ -267,3 +272,19 @@ def test_a_ctrl_c_reaches_each_process_once_through_the_parent(tmp_path):
         assert (tmp_path / f"signals-{i}").read_text() == str(int(signal.SIGINT))
     assert err.count("interrupted; finished steps are checkpointed") == 1, err
     assert f"--resume {tmp_path / 'run'} --processes 2" in err
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="processes recorded via /proc")
+def test_simulations_left_by_a_killed_rank_are_killed_after_the_run(tmp_path, capsys):
+    from sciml.online._processes import record
+
+    jobs = tmp_path / "run" / "online" / "rank-1" / "jobs"  # a rank's jobs folder
+    jobs.mkdir(parents=True)
+    left = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        record(jobs, 0, left.pid)
+        _reap_simulations(tmp_path / "run")
+        assert left.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        left.kill()
+    assert "killed 1 simulation process left behind" in capsys.readouterr().err
