@@ -17,13 +17,18 @@ import sys
 import time
 from pathlib import Path
 
+import equinox as eqx
+import jax
 import numpy as np
+import optax
 import pytest
 
-from sciml.online import RunTable, Study, run_seed
+from sciml.online import FIFO, RunTable, Study, run_seed, train_online
 from sciml.online._processes import PROCESSES_FILE, start_time
+from sciml.online._ranks import merged_monitor, merged_summary
 from sciml.online._runs import FAILED
 from sciml.online._sampler import LatinHypercube, MonteCarlo, ParameterSpace
+from sciml.training import ProcessGroup, TrainSettings
 
 from .ranks_trainer import N_RUNS, N_STEPS, RANKS
 
@@ -108,6 +113,68 @@ def test_each_rank_binds_its_own_receiver_address():
     assert study("tcp://127.0.0.1:*").receiver_address(1, 2) == "tcp://127.0.0.1:*"
     # one rank: the study's address as given
     assert study("ipc:///tmp/s/recv").receiver_address() == "ipc:///tmp/s/recv"
+
+
+def two_ranks(monkeypatch, other) -> ProcessGroup:
+    """Rank 0 of two, whose `gather` returns its value and `other`'s."""
+    monkeypatch.setattr(ProcessGroup, "gather", lambda self, value: [value, other])
+    return ProcessGroup(2, 0)
+
+
+def test_the_summary_sums_counters_joins_run_lists_and_averages_the_rest(monkeypatch):
+    def summary(received, fill, wait, failed, auth):
+        return {
+            "samples_received": received,
+            "rejections": {"auth": auth, "duplicate": 0},
+            "failed_runs": [{"run": r, "attempts": 3} for r in failed],
+            "fill": fill,
+            "wait_fraction": wait,
+        }
+
+    merged = merged_summary(
+        summary(16, 0.5, 0.2, [1], 2), two_ranks(monkeypatch, summary(12, 0.25, 0.6, [0, 4], 1))
+    )
+    assert merged == {
+        "samples_received": 28,
+        "rejections": {"auth": 3, "duplicate": 0},
+        "failed_runs": [{"run": r, "attempts": 3} for r in (0, 1, 4)],
+        "fill": 0.375,
+        "wait_fraction": 0.4,
+        "wait_fraction_by_rank": [0.2, 0.6],
+        "ranks": 2,
+    }
+    # progress values: a rejection reason only one rank has seen is kept
+    mine, theirs = {"received": 3, "reuse": 1.0}, {"received": 4, "reuse": 2.0, "rejected_auth": 1}
+    assert merged_monitor(mine, two_ranks(monkeypatch, theirs)) == {
+        "received": 7,
+        "reuse": 1.5,
+        "rejected_auth": 1,
+    }
+
+
+def test_batch_size_and_devices_must_suit_several_ranks(tmp_path, monkeypatch):
+    monkeypatch.setattr(ProcessGroup, "current", classmethod(lambda cls: cls(4, 1)))
+    study = Study("m.f", ParameterSpace({"a": (0.0, 1.0)}), n_runs=8, n_steps=2)
+
+    def train(batch_size, devices=None):
+        train_online(
+            study,
+            eqx.nn.Linear(2, 1, key=jax.random.key(0)),
+            lambda m, b, k: (0.0, {}),
+            buffer=FIFO(capacity=8),
+            optimizer=optax.sgd(0.1),
+            batch_size=batch_size,
+            key=jax.random.key(1),
+            settings=TrainSettings(steps=1, workdir=tmp_path),
+            devices=devices,
+        )
+
+    with pytest.raises(
+        ValueError, match=r"`batch_size` \(6\) must be a multiple of .* ranks \(4\)"
+    ):
+        train(6)
+    with pytest.raises(ValueError, match=r"`devices` must be None on 4 processes"):
+        train(8, devices=jax.devices())
 
 
 # -- two trainer processes ------------------------------------------------------------
