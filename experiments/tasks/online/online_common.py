@@ -82,8 +82,9 @@ def run_online(
     build: Callable[[ml_collections.ConfigDict, Study], Surrogate],
 ) -> tuple[OnlineResult, dict[str, Any]]:
     """Trains `build(config, study)`'s surrogate online as `config` says, writes
-    the loss, study and prediction plots to `workdir/plots`, and returns the
-    result and the summary ([`online_summary`][experiments.tasks.online_common.online_summary])."""
+    the loss, study and prediction plots to `workdir/plots` (process 0 of
+    several), and returns the result and the summary
+    ([`online_summary`][experiments.tasks.online_common.online_summary])."""
     workdir = Path(workdir)
     study = study_from_config(config)
     surrogate = build(config, study)
@@ -107,17 +108,18 @@ def run_online(
         evaluate=surrogate.evaluate,
     )
     seconds = time.perf_counter() - start
-    plot_dir = workdir / "plots"
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    plot_loss(
-        workdir / "metrics.jsonl",
-        plot_dir,
-        run_name=config.name,
-        loss_name=config.train.loss,
-        eval_metrics=("val_rel_l2", "persistence_rel_l2"),
-    )
-    plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
-    surrogate.plot(result.model, result.validation, plot_dir)
+    if jax.process_index() == 0:  # on several trainer processes, the first one plots
+        plot_dir = workdir / "plots"
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        plot_loss(
+            workdir / "metrics.jsonl",
+            plot_dir,
+            run_name=config.name,
+            loss_name=config.train.loss,
+            eval_metrics=("val_rel_l2", "persistence_rel_l2"),
+        )
+        plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
+        surrogate.plot(result.model, result.validation, plot_dir)
     return result, online_summary(result, count_params(result.model), seconds)
 
 
