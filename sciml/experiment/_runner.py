@@ -355,7 +355,7 @@ def _epilog(prog: str) -> str:
         "  FILE:tiny             every config has a seconds-long smoke-test variant",
         "",
         "processes:",
-        f"  {FLAG} N           train on N processes of this machine (default 1)",
+        f"  {FLAG} N         train on N processes of this machine (default 1)",
         "",
     ]
     if configs:
