@@ -15,7 +15,9 @@ it gets once to each child still running (a child takes a second one as
 milliseconds; the parent gives them `GRACE_SECONDS` to end on their own, then
 sends SIGTERM and, `GRACE_SECONDS` later, SIGKILL. Once every child has
 ended, the simulation processes that a killed child left behind (recorded in
-the `jobs` folders under `W/online/`) are killed too.
+the `jobs` folders under `W/online/`) are killed too. On a machine with
+GPUs, each child takes an equal block of them (`JAX_LOCAL_DEVICE_IDS`) when
+N divides their number.
 """
 
 from __future__ import annotations
@@ -125,6 +127,26 @@ def quiet_stdout():
         os.close(devnull)
 
 
+def gpu_share(index: int, count: int, gpus: int) -> str | None:
+    """The GPUs process `index` of `count` takes on a machine with `gpus`
+    (`JAX_LOCAL_DEVICE_IDS`, e.g. `"2,3"`): an equal block each when `count`
+    divides `gpus`; None otherwise (no GPU, or shares that would not be
+    equal: every process then sees every GPU, and JAX's own error says so)."""
+    if gpus == 0 or gpus % count:
+        return None
+    share = gpus // count
+    return ",".join(str(i) for i in range(index * share, (index + 1) * share))
+
+
+def _count_gpus() -> int:
+    """NVIDIA GPUs this machine has (`nvidia-smi -L`; 0 without it)."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines())
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -159,6 +181,7 @@ def run_processes(
     failed_at = terminated_at = None
     try:
         address = f"127.0.0.1:{_free_port()}"
+        gpus = 0 if "JAX_LOCAL_DEVICE_IDS" in os.environ else _count_gpus()
         for index in range(count):
             env = {
                 **os.environ,
@@ -166,6 +189,9 @@ def run_processes(
                 ENV_PROCESS_ID: str(index),
                 ENV_COORDINATOR: address,
             }
+            share = gpu_share(index, count, gpus)
+            if share is not None:  # a workstation's GPUs, shared out
+                env["JAX_LOCAL_DEVICE_IDS"] = share
             command = [sys.executable, "-m", "sciml.experiment", *argv]
             children.append(subprocess.Popen(command, env=env, start_new_session=True))
             forwarded.append(0)

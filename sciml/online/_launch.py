@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..training._processes import ENV_COORDINATOR, ENV_PROCESS_ID, ENV_PROCESSES
 from ..transport import PARENT_ENV, WORKER_MODULE, SolverJob, secret_to_env
 from . import _processes
 
@@ -47,6 +48,8 @@ def solver_environment(
     if cpu_only:
         out["JAX_PLATFORMS"] = "cpu"
     out["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    for var in (ENV_PROCESSES, ENV_PROCESS_ID, ENV_COORDINATOR):  # a trainer rank's, not the job's
+        out.pop(var, None)
     out.update(env)
     return secret_to_env(secret, out)
 

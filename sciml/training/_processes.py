@@ -175,12 +175,18 @@ class ProcessGroup:
         if self.single:
             return batch
         sharding = NamedSharding(self.mesh, PartitionSpec("data"))
+        devices = self.mesh.devices.size
 
         def put(x):
             x = np.asarray(x)
-            return jax.make_array_from_process_local_data(
-                sharding, x, (x.shape[0] * self.count, *x.shape[1:])
-            )
+            rows = x.shape[0] * self.count
+            if rows % devices:
+                raise ValueError(
+                    f"a global batch of {rows} rows ({x.shape[0]} on each of {self.count} "
+                    f"processes) cannot be split over {devices} devices; use a batch size "
+                    f"that is a multiple of {devices}."
+                )
+            return jax.make_array_from_process_local_data(sharding, x, (rows, *x.shape[1:]))
 
         return jax.tree.map(put, batch)
 
@@ -241,7 +247,7 @@ def pack_arrays(arrays: dict[str, np.ndarray], data: Any) -> bytes:
 
 
 def unpack_arrays(blob: bytes) -> tuple[dict[str, np.ndarray], Any]:
-    """The `(arrays, data)` of a [`pack_arrays`][] blob."""
+    """The `(arrays, data)` of a `pack_arrays` blob."""
     with np.load(io.BytesIO(blob), allow_pickle=False) as f:
         arrays = {k[2:]: f[k] for k in f.files if k.startswith("a_")}
         data = json.loads(f["data"].tobytes())

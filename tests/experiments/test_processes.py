@@ -25,6 +25,7 @@ from sciml.experiment._processes import (
     GRACE_SECONDS,
     _reap_simulations,
     child_arguments,
+    gpu_share,
     split_processes,
 )
 from sciml.training import restore_model
@@ -289,3 +290,10 @@ def test_simulations_left_by_a_killed_rank_are_killed_after_the_run(tmp_path, ca
     finally:
         left.kill()
     assert "killed 1 simulation process left behind" in capsys.readouterr().err
+
+
+def test_gpus_are_shared_out_in_equal_blocks_or_not_at_all():
+    assert [gpu_share(i, 4, 8) for i in range(4)] == ["0,1", "2,3", "4,5", "6,7"]
+    assert [gpu_share(i, 2, 2) for i in range(2)] == ["0", "1"]
+    assert gpu_share(0, 2, 0) is None  # no GPU: nothing to share
+    assert gpu_share(0, 3, 8) is None  # unequal shares: left to the user
