@@ -20,6 +20,10 @@ ahead of time, so the timing excludes compilation; preconditioner setup is timed
 `setup_seconds`, `converged`, `result` (the `RESULTS` name) and
 `relative_residual`; `plots/residuals.png`
 shows the residual histories.
+
+On several processes (`--processes N`) the training batches are split over
+them; process 0 alone builds `ritz.h5` (the others read it back), runs the
+evaluation and writes the files.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import time
 from pathlib import Path
 
 import equinox as eqx
+import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -60,6 +65,7 @@ from sciml.experiment import (
     train_experiment,
 )
 from sciml.solution import RESULTS, result_name
+from sciml.training import ProcessGroup
 from solvers.poisson import (
     FLUID,
     PoissonOperator,
@@ -69,6 +75,8 @@ from solvers.poisson import (
     random_rhs,
 )
 
+
+DATA_PARALLEL = True  # trains through train_experiment; process 0 writes the files
 
 BASELINES = {
     "cg": Identity(),
@@ -174,12 +182,43 @@ def training_rhs(config, workdir: Path, labels: np.ndarray, matrix) -> dict:
     """The training scene's right-hand sides `"rhs": (n_rhs, *grid)` from Ritz
     vectors and their exact solutions `"solutions"` (sparse direct solves),
     built once and cached in `workdir / "ritz.h5"` (the last `data.n_valid`
-    are the validation set)."""
+    are the validation set). On several processes process 0 builds the file
+    and the others read it back (*collective*)."""
+    group = ProcessGroup.current()
+    if group.single:
+        return _ritz_dataset(config, workdir / "ritz.h5", labels, matrix)
+    ritz, error = None, None
+    if group.main:
+        try:
+            ritz = _ritz_dataset(config, workdir / "ritz.h5", labels, matrix)
+        except Exception as e:  # the others must not wait for a file that never comes
+            error = e
+    key = group.gather(None if ritz is None else ritz["key"])[0]
+    if error is not None:
+        raise error
+    if key is None:
+        raise RuntimeError("the Ritz data set failed on process 0; its error says why.")
+    return ritz if group.main else _read_ritz(workdir / "ritz.h5", key, int(config.data.n_rhs))
+
+
+def _read_ritz(path: Path, key: str, n_rhs: int) -> dict:
+    """What `ritz_dataset` returned on process 0, read back from its file."""
+    with h5py.File(path, "r") as f:
+        group = f[key]
+        return {
+            "rhs": group["rhs"][:n_rhs],
+            "ritz_values": group["ritz_values"][...],
+            "key": key,
+            "solutions": group["solutions"][:n_rhs],
+        }
+
+
+def _ritz_dataset(config, path: Path, labels: np.ndarray, matrix) -> dict:
     data = config.data
     # one factorisation for every right-hand side, only if some are not cached yet
     factorised = functools.cache(lambda: direct_solver(labels))
-    ritz = ritz_dataset(
-        workdir / "ritz.h5",
+    return ritz_dataset(
+        path,
         lambda x: (matrix @ np.asarray(x).ravel()).reshape(labels.shape),
         labels,
         n_rhs=int(data.n_rhs),
@@ -189,7 +228,6 @@ def training_rhs(config, workdir: Path, labels: np.ndarray, matrix) -> dict:
         seed=int(data.rhs_seed),
         solve_A=lambda b: factorised()(b),
     )
-    return ritz
 
 
 def build(config, workdir: Path) -> Experiment:
@@ -320,8 +358,12 @@ def evaluate_scenes(model: Network, config) -> tuple[dict, dict]:
 def train_and_evaluate(config, workdir: Path) -> dict:
     """Trains the network, then compares it with the baselines; see the module docstring."""
     workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    main = ProcessGroup.current().main
+    if main:
+        workdir.mkdir(parents=True, exist_ok=True)
     trained = train_experiment(build(config, workdir), config, workdir)
+    if not main:  # the evaluation is process 0's: its timings are not shared with the others
+        return trained.summary
     results, histories = evaluate_scenes(trained.model, config)
     plot_dir = workdir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
