@@ -23,6 +23,12 @@ part (its `summary.json` written) is not run again. The summary has
 (`100 · (offline − online) / offline`), the runs each part trained on, and the
 online part's stream counters; `plots/online_vs_offline.png` shows both
 validation errors and training losses against the step.
+
+On several trainer processes (`--processes N`) the offline part's batches
+are split over them and the online part runs one stream per process (see
+`sciml.online.train_online`); process 0 alone solves the offline and the
+validation runs into their files (the others read them back) and writes
+the files.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -45,12 +52,13 @@ from experiments.tasks.online.online_common import (
 from experiments.tasks.online.online_plots import plot_online_vs_offline
 from sciml.experiment import Experiment, Headline, check_config, save_figure, train_experiment
 from sciml.online import Study, offline_data, validation_data
-from sciml.training import read_metrics
+from sciml.training import ProcessGroup, read_metrics
 
 
 HEADLINE = Headline(
     "online_test_rel_l2", "online test rel. L2", "offline_test_rel_l2", "offline", percent=True
 )
+DATA_PARALLEL = True  # offline: train_experiment; online: train_online; process 0 writes
 
 
 #: `config.problem` → (its surrogate builder, the simulation it needs).
@@ -90,12 +98,40 @@ def make_batch_fn(data: dict[str, np.ndarray], batch_size: int):
     return batch_fn
 
 
+def on_main(solve, read):
+    """`solve()` on process 0, then `read()` on the others once it is done: a
+    data set that process 0 solves into a file (*collective* on several
+    processes)."""
+    group = ProcessGroup.current()
+    if group.single:
+        return solve()
+    result, error = None, None
+    if group.main:
+        try:
+            result = solve()
+        except Exception as e:  # the others must not wait for a file that never comes
+            error = e
+    (failed,) = group.any(error is not None)
+    if error is not None:
+        raise error
+    if failed:
+        raise RuntimeError("solving the data set failed on process 0; its error says why.")
+    return result if group.main else read()
+
+
+def _read_offline(path: Path) -> dict[str, np.ndarray]:
+    """What `offline_data` returned on process 0, read back from its file."""
+    with h5py.File(path, "r") as f:
+        return {name: f[name][...] for name in f if name != "done"}
+
+
 def run_offline(
     config, workdir: Path, surrogate: Surrogate, study: Study, test: dict[str, np.ndarray]
 ) -> dict[str, Any]:
     """Trains `surrogate` for `train.steps` steps on the first `offline.n_runs` runs."""
     n_runs = int(config.offline.n_runs)
-    data = offline_data(study, n_runs, workdir / "data.h5")
+    path = workdir / "data.h5"
+    data = on_main(lambda: offline_data(study, n_runs, path), lambda: _read_offline(path))
     experiment = Experiment(
         model=surrogate.model,
         loss_fn=surrogate.loss_fn,
@@ -116,13 +152,18 @@ def run_offline(
 
 
 def _part(workdir: Path, run) -> dict[str, Any]:
-    """`run()`'s summary, or the summary a finished earlier run left in `workdir`."""
+    """`run()`'s summary, or the summary a finished earlier run left in
+    `workdir` (read by process 0, handed to the others: *collective*)."""
+    group = ProcessGroup.current()
     path = workdir / "summary.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    workdir.mkdir(parents=True, exist_ok=True)
+    done = group.gather(json.loads(path.read_text()) if group.main and path.exists() else None)
+    if done[0] is not None:
+        return done[0]
+    if group.main:
+        workdir.mkdir(parents=True, exist_ok=True)
     summary = run()
-    path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=float))
+    if group.main:
+        path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=float))
     return summary
 
 
@@ -147,15 +188,17 @@ def train_and_evaluate(config, workdir) -> dict:
             f"config.study.n_runs ({study.n_runs}): the online part streams more runs."
         )
     # The held-out runs, solved once where the online part reads them back.
-    test = validation_data(study, workdir / "online" / "validation.h5")
+    path = workdir / "online" / "validation.h5"
+    test = on_main(lambda: validation_data(study, path), lambda: validation_data(study, path))
     offline = _part(
         workdir / "offline",
         lambda: run_offline(config, workdir / "offline", build(config, study), study, test),
     )
     online = _part(workdir / "online", lambda: run_online(config, workdir / "online", build)[1])
-    plot_dir = workdir / "plots"
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    plot_comparison(workdir, plot_dir, run_name=str(config.name))
+    if ProcessGroup.current().main:
+        plot_dir = workdir / "plots"
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        plot_comparison(workdir, plot_dir, run_name=str(config.name))
     off, on = offline["val_rel_l2"], online["val_rel_l2"]
     return {
         "problem": str(config.problem),
