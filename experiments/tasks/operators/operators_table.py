@@ -27,6 +27,10 @@ leaves a `result.json` there when done, so an interrupted table resumes the
 model it was training and never retrains finished ones. The table goes to
 `workdir/table.md` and `summary.json` (keys `<spec>.<metric>`), the
 error-vs-parameters plot to `plots/compression.png`.
+
+On several processes (`--processes N`) each model's batches are split over
+them; process 0 alone writes the files and tells the others which models are
+done.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import ml_collections
 
 from experiments.tasks.operators.operators_common import (
     build_model,
+    from_main,
     train_step_memory,
     validate_operator_config,
 )
@@ -52,7 +57,7 @@ from sciml.experiment import (
     save_figure,
     train_experiment,
 )
-from sciml.training import make_optimizer
+from sciml.training import ProcessGroup, make_optimizer
 
 
 SPEC = re.compile(
@@ -60,6 +65,7 @@ SPEC = re.compile(
     r"(?P<kind>dense|cp|tucker|tt|joint)(?::(?P<rank>[\d.e-]+))?$"
 )
 METRICS = ("test_rel_l2", "test_rel_h1", "test_rel_l2_2x", "test_rel_h1_2x")
+DATA_PARALLEL = True  # every model trains through train_experiment; process 0 writes the files
 
 
 def parse_spec(spec: str, base: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -95,15 +101,15 @@ def parse_spec(spec: str, base: ml_collections.ConfigDict) -> ml_collections.Con
 
 def sharded_step_memory(config, model_cfg, exp, batch, optimizer) -> int | None:
     """Peak memory per device of an MG-TFNO train step with its tiles sharded
-    over `config.memory_devices` devices (None for other models, for
-    `memory_devices <= 1`, or when fewer devices exist)."""
+    over `config.memory_devices` devices of this process (None for other
+    models, for `memory_devices <= 1`, or when it has fewer devices)."""
     n = int(config.get("memory_devices", 1))
-    if model_cfg.kind != "mgtfno" or n <= 1 or jax.device_count() < n:
+    if model_cfg.kind != "mgtfno" or n <= 1 or jax.local_device_count() < n:
         return None
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    mesh = Mesh(np.array(jax.devices()[:n]), ("tiles",))
+    mesh = Mesh(np.array(jax.local_devices()[:n]), ("tiles",))
     sharding = NamedSharding(mesh, PartitionSpec("tiles"))
     x = batch[0]
     model = build_model(model_cfg, x.shape[1], batch[1].shape[1], jax.random.key(0), sharding)
@@ -111,10 +117,12 @@ def sharded_step_memory(config, model_cfg, exp, batch, optimizer) -> int | None:
 
 
 def train_model(config, spec: str, data, model_dir: Path) -> dict:
-    """Trains one model (resuming if interrupted) and returns its table row."""
+    """Trains one model (resuming if interrupted) and returns its table row
+    (*collective* on several processes: process 0 reads and writes `result.json`)."""
     done = model_dir / "result.json"
-    if done.is_file():
-        return json.loads(done.read_text())
+    row = from_main(lambda: json.loads(done.read_text()) if done.is_file() else None)
+    if row is not None:
+        return row
     model_cfg = parse_spec(spec, config.model)
     exp = experiment(config, data, model_cfg)
     optimizer = make_optimizer(config.optimizer)
@@ -133,7 +141,8 @@ def train_model(config, spec: str, data, model_dir: Path) -> dict:
         "peak_memory_mb_sharded": None if sharded is None else sharded / 2**20,
         **{k: trained.summary.get(k) for k in METRICS},
     }
-    done.write_text(json.dumps(row, indent=2) + "\n")
+    if ProcessGroup.current().main:
+        done.write_text(json.dumps(row, indent=2) + "\n")
     return row
 
 
@@ -233,9 +242,10 @@ def train_and_evaluate(config, workdir: Path) -> dict:
     for spec in specs:
         model_dir = Path(workdir) / "models" / spec.replace(":", "-")
         rows[spec] = train_model(config, spec, data, model_dir)
-    (Path(workdir) / "table.md").write_text(markdown_table(rows, dense_params))
-    compression = plot_compression(rows, title=str(config.name))
-    save_figure(compression, Path(workdir) / "plots" / "compression.png")
+    if ProcessGroup.current().main:
+        (Path(workdir) / "table.md").write_text(markdown_table(rows, dense_params))
+        compression = plot_compression(rows, title=str(config.name))
+        save_figure(compression, Path(workdir) / "plots" / "compression.png")
     summary = {"dense_params": dense_params}
     for spec, row in rows.items():
         row = {**row, "compression": dense_params / row["n_params"]}
