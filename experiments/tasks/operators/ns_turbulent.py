@@ -29,6 +29,9 @@ parameters, one panel per size; the first seed's), `paired.png` (with
 predictions and error maps of `config.plot_models`) and `spectra.png`
 (radially averaged enstrophy spectra of predictions and truth over the test
 set; turbulent flows are judged by their spectra).
+
+On several processes (`--processes N`) each model's batches are split over
+them; process 0 alone writes the files and draws the plots.
 """
 
 from __future__ import annotations
@@ -57,11 +60,12 @@ from experiments.tasks.operators.operators_table import (
     train_model,
 )
 from sciml.experiment import check_config, count_params, readable_log_ticks, save_figure
-from sciml.training import restore_model
+from sciml.training import ProcessGroup, restore_model
 
 
 # the errors of the paired comparison, training set beside test set
 PAIRED_METRICS = ("train_rel_l2", "train_rel_h1", "test_rel_l2", "test_rel_h1")
+DATA_PARALLEL = True  # every model trains through train_experiment; process 0 writes the files
 
 
 def radial_spectrum(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +135,8 @@ def seed_row(config, spec: str, data, folder: Path) -> dict:
             predict(model, data.x_train), data.y_train, periodic=True, domain_length=1.0
         )
         row.update({f"train_{k}": v for k, v in errors.items()})
-        (folder / "result.json").write_text(json.dumps(row, indent=2) + "\n")
+        if ProcessGroup.current().main:
+            (folder / "result.json").write_text(json.dumps(row, indent=2) + "\n")
     return row
 
 
@@ -296,6 +301,7 @@ def train_size(config, n: int, workdir: Path, specs, seeds):
 
 def train_and_evaluate(config, workdir: Path) -> dict:
     workdir = Path(workdir)
+    main = ProcessGroup.current().main
     specs = [s.strip() for s in config.models]
     seeds = [int(s) for s in config.get("seeds", ())]
     pair = tuple(config.get("paired", ()))
@@ -320,17 +326,24 @@ def train_and_evaluate(config, workdir: Path) -> dict:
             paired, table = paired_results(runs, pair)
             summary.update({f"n{n}/{k}": v for k, v in paired.items()})
             text.append(f"#### {len(seeds)} seeds, paired\n\n{table}")
-        (workdir / "table.md").write_text("\n".join(text))
+        if main:
+            (workdir / "table.md").write_text("\n".join(text))
+    first = seeds[0] if seeds else None
+    models = {  # restored on every process, as a checkpoint is read by all of them
+        spec: trained_model(config, spec, data, model_dir(workdir, n, spec, first))
+        for spec in config.plot_models
+    }
+    if not main:
+        return summary
     plot_dir = workdir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
     save_figure(plot_compression(tables)[0], plot_dir / "compression.png")
     if pair:
         save_figure(plot_paired(runs, pair), plot_dir / "paired.png")
-    first = seeds[0] if seeds else None
-    predictions = {}
-    for spec in config.plot_models:
-        model = trained_model(config, spec, data, model_dir(workdir, n, spec, first))
-        predictions[spec] = np.asarray(predict(model, data.x_test))[:, 0] * data.y_std
+    predictions = {
+        spec: np.asarray(predict(model, data.x_test))[:, 0] * data.y_std
+        for spec, model in models.items()
+    }
     truth = np.asarray(data.y_test)[:, 0] * data.y_std
     sample = {k: p[int(config.plot_sample)] for k, p in predictions.items()}
     axes = plot_predictions(truth[int(config.plot_sample)], sample)
