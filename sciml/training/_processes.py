@@ -35,6 +35,11 @@ ENV_PROCESSES = "SCIML_PROCESSES"  # the number of processes (set by `--processe
 ENV_PROCESS_ID = "SCIML_PROCESS_ID"  # this process's index
 ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"  # JAX's own: "host:port" of process 0
 
+# At exit each process waits for the others (JAX's shutdown barrier); process 0
+# may work on alone for long after training (evaluation, plots), so the wait
+# is long. A dead process is still noticed in JAX's heartbeat time (100 s).
+_SHUTDOWN_SECONDS = 24 * 3600
+
 
 def _env_int(name: str) -> int:
     value = os.environ[name]
@@ -95,10 +100,17 @@ def initialize_processes(
                 f"processes, got {process_id}."
             )
         if num_processes > 1:
-            jax.distributed.initialize(coordinator_address, num_processes, process_id)
+            jax.distributed.initialize(
+                coordinator_address,
+                num_processes,
+                process_id,
+                shutdown_timeout_seconds=_SHUTDOWN_SECONDS,
+            )
         return jax.process_count()
     if int(os.environ.get("SLURM_STEP_NUM_TASKS", "1")) > 1:
-        jax.distributed.initialize(cluster_detection_method="slurm")
+        jax.distributed.initialize(
+            cluster_detection_method="slurm", shutdown_timeout_seconds=_SHUTDOWN_SECONDS
+        )
     return jax.process_count()
 
 
