@@ -36,7 +36,7 @@ FLOORS = {
     "interop": 2,
     "training": 2,  # beside the models: the loop knows no model family
     "online": 3,
-    "experiment": 3,
+    "experiment": 4,  # the runner, above the online trainer (it reaps what a killed rank left)
 }
 
 # what `sciml.transport` may import besides the standard library and itself
