@@ -164,8 +164,9 @@ def run_processes(
     """Runs `python -m sciml.experiment *argv` as `count` processes training
     together, and waits for them (see the module's description).
 
-    **Returns:** 130 when interrupted (SIGINT or SIGTERM), else the first
-    non-zero exit status of a child (128 + s for a death by signal s), else 0.
+    **Returns:** 130 when interrupted (SIGINT or SIGTERM), else the exit
+    status of a child killed by a signal s from outside (128 + s), else the
+    first non-zero exit status of a child, else 0.
     """
     from sciml.training._processes import ENV_COORDINATOR, ENV_PROCESS_ID, ENV_PROCESSES
 
@@ -220,6 +221,11 @@ def run_processes(
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
         _reap_simulations(workdir)
+    killed = [i for i, child in enumerate(children) if child.returncode < 0]
+    if failed is not None and terminated_at is None and killed:
+        # a process killed from outside is the cause, whichever the parent saw
+        # end first: the others failed at their next collective with it
+        failed = (killed[0], _exit_status(children[killed[0]].returncode))
     if failed is not None and not received:
         index, status = failed
         stopped = "; the others were stopped" if terminated_at is not None else ""
