@@ -45,18 +45,11 @@ def shared_validation(
 ) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
     """[`validation_runs`][sciml.online.validation_runs] computed once: rank 0
     solves the runs into the cache `path`, the others read it (*collective*)."""
-    error = None
-    if group.main:
-        try:
-            validation_runs(study, path)
-        except Exception as e:  # the others must not wait for a cache that never comes
-            error = e
-    (failed,) = group.any(error is not None)
-    if error is not None:
-        raise error
-    if failed:
-        raise RuntimeError("the validation runs failed on trainer rank 0; its error says why.")
-    return validation_runs(study, path)
+
+    def solve():  # on the other ranks the cache is complete: a read
+        return validation_runs(study, path)
+
+    return group.on_main(solve, solve)
 
 
 def _merge(values: list[dict[str, Any]]) -> dict[str, Any]:

@@ -404,7 +404,7 @@ def fit(
     def evaluate(model: Any, step: int) -> None:
         # once, by process 0, on its own copy of the model; sent to the others
         results = _eval_results(eval_fn(group.local(model))) if group.main else None
-        results = group.gather(results)[0]
+        results = group.broadcast(results)
         last_eval.clear()
         last_eval.update(results)
         metrics.update({f"eval_{k}": v for k, v in results.items()})

@@ -21,6 +21,7 @@ import functools
 import io
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -243,6 +244,34 @@ class ProcessGroup:
         if self.single:
             return [value]
         return [json.loads(b) for b in self.gather_bytes(json.dumps(value).encode())]
+
+    def broadcast(self, value: Any) -> Any:
+        """Process 0's `value` (JSON data) on every process (*collective*; the
+        others' `value` is ignored)."""
+        return value if self.single else self.gather(value if self.main else None)[0]
+
+    def on_main(self, make: Callable[[], Any], read: Callable[[], Any]) -> Any:
+        """`make()` on process 0 and, once it is done, `read()` on the others:
+        for what process 0 writes to a file and every process needs
+        (*collective*; with one process, `make()`). An error of `make()` is
+        raised on process 0 and a `RuntimeError` saying so on the others, which
+        never wait for a file that will not come."""
+        if self.single:
+            return make()
+        result = error = None
+        if self.main:
+            try:
+                result = make()
+            except Exception as e:
+                error = e
+        (failed,) = self.any(error is not None)
+        if error is not None:
+            raise error
+        if failed:
+            raise RuntimeError(
+                "process 0 failed to make what every process reads; its error says why."
+            )
+        return result if self.main else read()
 
     def barrier(self, name: str = "sciml") -> None:
         """Waits until every process is here (*collective*)."""

@@ -29,7 +29,7 @@ from sciml.online._slurm import (
 )
 from sciml.transport import SECRET_ENV, connect_address
 
-from .slurm_cluster import CPUS, SlurmCluster, Unavailable
+from .slurm_cluster import CPUS
 from .test_trainer import N_STEPS, PLANNED, accepted_ids, events, make_study, train
 
 
@@ -243,16 +243,6 @@ def test_bad_launcher_options_are_refused_by_name(fake_slurm, kwargs, name):
 
 
 # -- a real cluster ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A single-node Slurm cluster for this module's tests, stopped at the end."""
-    try:
-        with SlurmCluster() as started:
-            yield started
-    except Unavailable as reason:
-        pytest.skip(f"no Slurm test cluster: {reason}")
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ import pytest
 from experiments import run
 from sciml.online._slurm import parse_scontrol
 
-from .slurm_cluster import SlurmCluster, Unavailable
-
 
 # One worker runs the Slurm modules under pytest-xdist, one cluster at a time.
 pytestmark = pytest.mark.xdist_group("slurm_cluster")
@@ -49,15 +47,6 @@ def for_the_test_cluster(script: str, tmp_path: Path) -> str:
         assert script.count(old) == 1, f"docs/slurm.md's example no longer has {old!r}"
         script = script.replace(old, new)
     return script
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    try:
-        with SlurmCluster() as started:
-            yield started
-    except Unavailable as reason:
-        pytest.skip(f"no Slurm test cluster: {reason}")
 
 
 @pytest.mark.slow

@@ -164,3 +164,5 @@ def test_a_single_process_group_is_the_identity():
     assert group.rows(batch) is batch and group.global_batch(batch) is batch
     assert group.any(True, False) == (True, False)
     assert group.gather({"a": 1}) == [{"a": 1}]
+    assert group.broadcast({"a": 1}) == {"a": 1}
+    assert group.on_main(lambda: "made", lambda: "read") == "made"

@@ -185,20 +185,10 @@ def training_rhs(config, workdir: Path, labels: np.ndarray, matrix) -> dict:
     are the validation set). On several processes process 0 builds the file
     and the others read it back (*collective*)."""
     group = ProcessGroup.current()
-    if group.single:
-        return _ritz_dataset(config, workdir / "ritz.h5", labels, matrix)
-    ritz, error = None, None
-    if group.main:
-        try:
-            ritz = _ritz_dataset(config, workdir / "ritz.h5", labels, matrix)
-        except Exception as e:  # the others must not wait for a file that never comes
-            error = e
-    key = group.gather(None if ritz is None else ritz["key"])[0]
-    if error is not None:
-        raise error
-    if key is None:
-        raise RuntimeError("the Ritz data set failed on process 0; its error says why.")
-    return ritz if group.main else _read_ritz(workdir / "ritz.h5", key, int(config.data.n_rhs))
+    path = workdir / "ritz.h5"
+    ritz = group.on_main(lambda: _ritz_dataset(config, path, labels, matrix), lambda: None)
+    key = group.broadcast(None if ritz is None else ritz["key"])  # the file's group
+    return ritz if group.main else _read_ritz(path, key, int(config.data.n_rhs))
 
 
 def _read_ritz(path: Path, key: str, n_rhs: int) -> dict:

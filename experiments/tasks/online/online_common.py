@@ -48,7 +48,7 @@ from sciml.online import (
     Study,
     train_online,
 )
-from sciml.training import make_optimizer, read_metrics
+from sciml.training import ProcessGroup, make_optimizer, read_metrics
 
 
 #: The online tasks' closing line: the validation error, beside persistence
@@ -108,7 +108,7 @@ def run_online(
         evaluate=surrogate.evaluate,
     )
     seconds = time.perf_counter() - start
-    if jax.process_index() == 0:  # on several trainer processes, the first one plots
+    if ProcessGroup.current().main:  # on several trainer processes, the first one plots
         plot_dir = workdir / "plots"
         plot_dir.mkdir(parents=True, exist_ok=True)
         plot_loss(

@@ -33,6 +33,7 @@ the files.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -98,27 +99,6 @@ def make_batch_fn(data: dict[str, np.ndarray], batch_size: int):
     return batch_fn
 
 
-def on_main(solve, read):
-    """`solve()` on process 0, then `read()` on the others once it is done: a
-    data set that process 0 solves into a file (*collective* on several
-    processes)."""
-    group = ProcessGroup.current()
-    if group.single:
-        return solve()
-    result, error = None, None
-    if group.main:
-        try:
-            result = solve()
-        except Exception as e:  # the others must not wait for a file that never comes
-            error = e
-    (failed,) = group.any(error is not None)
-    if error is not None:
-        raise error
-    if failed:
-        raise RuntimeError("solving the data set failed on process 0; its error says why.")
-    return result if group.main else read()
-
-
 def _read_offline(path: Path) -> dict[str, np.ndarray]:
     """What `offline_data` returned on process 0, read back from its file."""
     with h5py.File(path, "r") as f:
@@ -131,7 +111,8 @@ def run_offline(
     """Trains `surrogate` for `train.steps` steps on the first `offline.n_runs` runs."""
     n_runs = int(config.offline.n_runs)
     path = workdir / "data.h5"
-    data = on_main(lambda: offline_data(study, n_runs, path), lambda: _read_offline(path))
+    group = ProcessGroup.current()
+    data = group.on_main(lambda: offline_data(study, n_runs, path), lambda: _read_offline(path))
     experiment = Experiment(
         model=surrogate.model,
         loss_fn=surrogate.loss_fn,
@@ -156,9 +137,9 @@ def _part(workdir: Path, run) -> dict[str, Any]:
     `workdir` (read by process 0, handed to the others: *collective*)."""
     group = ProcessGroup.current()
     path = workdir / "summary.json"
-    done = group.gather(json.loads(path.read_text()) if group.main and path.exists() else None)
-    if done[0] is not None:
-        return done[0]
+    done = group.broadcast(json.loads(path.read_text()) if group.main and path.exists() else None)
+    if done is not None:
+        return done
     if group.main:
         workdir.mkdir(parents=True, exist_ok=True)
     summary = run()
@@ -187,9 +168,10 @@ def train_and_evaluate(config, workdir) -> dict:
             f"config.offline.n_runs ({config.offline.n_runs}) must be smaller than "
             f"config.study.n_runs ({study.n_runs}): the online part streams more runs."
         )
-    # The held-out runs, solved once where the online part reads them back.
+    # The held-out runs, solved once (by process 0) where the online part reads them back.
     path = workdir / "online" / "validation.h5"
-    test = on_main(lambda: validation_data(study, path), lambda: validation_data(study, path))
+    solve = functools.partial(validation_data, study, path)  # a second call reads the cache
+    test = ProcessGroup.current().on_main(solve, solve)
     offline = _part(
         workdir / "offline",
         lambda: run_offline(config, workdir / "offline", build(config, study), study, test),

@@ -10,9 +10,7 @@ scale, so the model's relative errors are the physical ones).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import equinox as eqx
 import jax
@@ -22,16 +20,7 @@ import numpy as np
 from experiments.configs._operators import model_config as model_config
 from sciml.experiment import Experiment, check_config, save_figure
 from sciml.operators import FNO, MGTFNO, h1_loss, relative_lp_loss
-from sciml.training import ProcessGroup, peak_memory_bytes
-
-
-def from_main(read: Callable[[], Any]) -> Any:
-    """`read()` (JSON data, e.g. a file that process 0 wrote) run on process 0
-    alone and handed to every process (*collective* on several processes)."""
-    group = ProcessGroup.current()
-    if group.single:
-        return read()
-    return group.gather(read() if group.main else None)[0]
+from sciml.training import peak_memory_bytes
 
 
 def build_model(cfg, in_channels: int, out_channels: int, key, tile_sharding=None) -> eqx.Module:

@@ -45,7 +45,6 @@ import ml_collections
 
 from experiments.tasks.operators.operators_common import (
     build_model,
-    from_main,
     train_step_memory,
     validate_operator_config,
 )
@@ -120,7 +119,8 @@ def train_model(config, spec: str, data, model_dir: Path) -> dict:
     """Trains one model (resuming if interrupted) and returns its table row
     (*collective* on several processes: process 0 reads and writes `result.json`)."""
     done = model_dir / "result.json"
-    row = from_main(lambda: json.loads(done.read_text()) if done.is_file() else None)
+    group = ProcessGroup.current()
+    row = group.broadcast(json.loads(done.read_text()) if group.main and done.is_file() else None)
     if row is not None:
         return row
     model_cfg = parse_spec(spec, config.model)
@@ -141,7 +141,7 @@ def train_model(config, spec: str, data, model_dir: Path) -> dict:
         "peak_memory_mb_sharded": None if sharded is None else sharded / 2**20,
         **{k: trained.summary.get(k) for k in METRICS},
     }
-    if ProcessGroup.current().main:
+    if group.main:
         done.write_text(json.dumps(row, indent=2) + "\n")
     return row
 
