@@ -41,6 +41,10 @@ from ._standard import (
     train_experiment as train_experiment,
     train_settings as train_settings,
 )
+from ._statistics import (
+    choose_on_grid as choose_on_grid,
+    paired_difference as paired_difference,
+)
 from ._task import resolve_task as resolve_task, task_name as task_name
 from ._validate import check_choice as check_choice, check_config as check_config
 from ._verdict import Headline as Headline
