@@ -343,18 +343,21 @@ def plot_paired(runs: dict[str, dict[int, dict]], paired, ax=None):
 
 def train_size(config, n: int, workdir: Path, specs, seeds):
     """Trains every model on the first `n` samples (once per seed of `seeds`,
-    else once with `config.seed`): `(data, {spec: {seed: row}})`."""
+    else once with `config.seed`): `(data, {spec: {seed: row}})`. With seeds,
+    every model of one seed trains before the next seed starts, so that a run
+    cut short holds whole seeds (paired results)."""
     sized = size_config(config, n)
     data = data_from_config(sized)  # drawn with config.seed, whatever the training seed
-    runs = {}
-    for spec in specs:
-        if not seeds:
-            runs[spec] = {None: train_model(sized, spec, data, model_dir(workdir, n, spec))}
-            continue
-        runs[spec] = {
-            seed: seed_row(seed_config(sized, seed), spec, data, model_dir(workdir, n, spec, seed))
-            for seed in seeds
+    if not seeds:
+        return data, {
+            spec: {None: train_model(sized, spec, data, model_dir(workdir, n, spec))}
+            for spec in specs
         }
+    runs = {spec: {} for spec in specs}
+    for seed in seeds:
+        for spec in specs:
+            folder = model_dir(workdir, n, spec, seed)
+            runs[spec][seed] = seed_row(seed_config(sized, seed), spec, data, folder)
     return data, runs
 
 
