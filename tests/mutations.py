@@ -1,0 +1,135 @@
+"""The mutation audit: one-line breaks of the package and the tests that must catch them.
+
+Each `Break` names a file, one line of it as it is and as broken, the tests
+that must fail under the break, and the margin they caught it by when it was
+last run (the value a broken line gives against the test's tolerance). The
+script applies each break in a temporary copy of the checkout and runs its
+tests there (one process, no workers):
+
+    .venv/bin/python tests/mutations.py --list          # the breaks, one a line
+    .venv/bin/python tests/mutations.py                 # every break: a Markdown table
+    .venv/bin/python tests/mutations.py pararnn-window  # the breaks whose name holds a word
+
+A break whose tests all pass is "MISSED" and the script exits 1; a break whose
+original line is no longer in its file is "STALE" (update the list with the
+code). Not collected by pytest (not a `test_*.py` file) and not run in CI:
+each break runs its tests afresh, minutes in all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Break:
+    name: str
+    file: str
+    original: str  # one line (without its indentation), found exactly once in `file`
+    mutated: str  # the line that replaces it (the indentation is kept)
+    tests: tuple[str, ...]  # pytest node ids that must fail
+    margin: str  # what the tests measured under the break, against their tolerance
+
+
+BREAKS = [
+    # item 1: a windowed solve that reads its result from the last window only
+    Break(
+        "pararnn-window-last-only",
+        "sciml/pararnn/_solve.py",
+        "return hs, _worst(results), {k: _WORST[k](v) for k, v in stats.items()}",
+        "return hs, results[-1], {k: v[-1] for k, v in stats.items()}",
+        ("tests/pararnn/test_newton.py::test_the_worst_window_names_the_result",),
+        "first window failed: result `successful`, expected `recurrence_max_steps_reached` "
+        "(states 0.038 off, tolerance of the test's reading 0.03)",
+    ),
+]
+
+
+def apply(root: Path, brk: Break) -> bool:
+    """Applies `brk` under `root`; False if its original line is not found exactly once."""
+    path = root / brk.file
+    lines = path.read_text().splitlines(keepends=True)
+    found = [i for i, line in enumerate(lines) if line.strip() == brk.original.strip()]
+    if len(found) != 1:
+        return False
+    (i,) = found
+    indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+    lines[i] = indent + brk.mutated.strip() + "\n"
+    path.write_text("".join(lines))
+    return True
+
+
+def checkout_copy(target: Path) -> None:
+    """The tracked and untracked-but-not-ignored files of the checkout, copied to `target`."""
+    names = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, names):
+        source = ROOT / os.fsdecode(name)
+        if source.is_file():
+            (target / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / os.fsdecode(name))
+
+
+def run(brk: Break, scratch: Path) -> tuple[str, str]:
+    """`(verdict, failing tests)` of one break, in a fresh copy under `scratch`."""
+    root = scratch / brk.name
+    checkout_copy(root)
+    if not apply(root, brk):
+        return "STALE", ""
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"]
+        + ["-o", "addopts=-ra --strict-markers", *brk.tests],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    shutil.rmtree(root, ignore_errors=True)
+    failed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
+    if proc.returncode == 1 and failed:
+        return "caught", ", ".join(name.split("::")[-1] for name in failed)
+    if proc.returncode == 0:
+        return "MISSED", ""
+    return f"error (pytest exit {proc.returncode})", proc.stdout[-300:].replace("\n", " ")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("words", nargs="*", help="run only the breaks whose name holds a word")
+    parser.add_argument("--list", action="store_true", help="list the breaks and exit")
+    args = parser.parse_args(argv)
+    chosen = [b for b in BREAKS if not args.words or any(w in b.name for w in args.words)]
+    if not chosen:
+        parser.error(f"no break's name holds any of {args.words}")
+    if args.list:
+        for brk in chosen:
+            print(f"{brk.name}: {brk.file}: {brk.original!r} -> {brk.mutated!r}")
+        return 0
+    print("| break | file | verdict | failing tests | margin |")
+    print("| --- | --- | --- | --- | --- |")
+    missed = False
+    with tempfile.TemporaryDirectory(prefix="sciml-mutations-") as scratch:
+        for brk in chosen:
+            verdict, failing = run(brk, Path(scratch))
+            missed |= verdict != "caught"
+            print(f"| {brk.name} | {brk.file} | {verdict} | {failing} | {brk.margin} |", flush=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
