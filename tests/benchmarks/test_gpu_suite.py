@@ -217,6 +217,24 @@ def test_overrunning_row_is_stopped_with_its_processes(suite, tmp_path, monkeypa
     assert not alive(pid), "the row's own process survived the stop"
 
 
+def test_a_row_longer_than_the_time_left_is_stopped_inside_the_limit(tmp_path, monkeypatch):
+    """A 30-s row with about 2 s of the limit left runs (it needs 1 s) and is
+    stopped when the limit is spent, not at its own budget: its timeout is
+    the time left, so the rows after it are not lost."""
+    monkeypatch.setattr(_suite, "STOP_GRACE_S", 1.0)
+    suite = Suite(tmp_path, part="speed", smoke=False, limit=RESERVE_S + 2, scale=1.0)
+    try:
+        status = suite.run(make_row("hangs", 30, needs=1))
+        elapsed = time.monotonic() - suite.started
+    finally:
+        suite.close()
+    assert status["status"] == "timeout"
+    # its timeout is what was left (2 s less set-up); the row's own budget gives 30
+    assert status["budget_s"] <= 2, status
+    # measured 3-4 s (timeout, grace 1 s, the stop); its budget would give 31 s
+    assert elapsed < RESERVE_S + 2, elapsed
+
+
 def test_row_is_skipped_when_the_limit_leaves_too_little(tmp_path):
     suite = Suite(tmp_path, part="speed", smoke=False, limit=RESERVE_S + 4, scale=1.0)
     try:
