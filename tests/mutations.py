@@ -89,6 +89,15 @@ BREAKS = [
         ),
         "the row's timeout 30 s (test allows <= 2 s); the lease ran 31 s against a 17-s limit",
     ),
+    # item 4: the S4-PTD optimiser keeping the iterate of least condition number
+    Break(
+        "ssm-ptd-best-by-kappa-alone",
+        "sciml/ssm/_ptd.py",
+        'value = aux["kappa"] + gamma * aux["size"] + transfer_weight * aux["transfer"]',
+        'value = aux["kappa"]',
+        ("tests/ssm/test_ptd.py::test_sizes_not_shipped_are_computed_and_cached",),
+        "N = 6 transfer distance 0.0827 against the bound 0.07 (measured 0.0629)",
+    ),
 ]
 
 
