@@ -98,6 +98,44 @@ BREAKS = [
         ("tests/ssm/test_ptd.py::test_sizes_not_shipped_are_computed_and_cached",),
         "N = 6 transfer distance 0.0827 against the bound 0.07 (measured 0.0629)",
     ),
+    # item 5: solver jobs that stop setting the BLAS thread variables
+    Break(
+        "online-jobs-blas-threads-unset",
+        "sciml/online/_launch.py",
+        "out[var] = str(threads)",
+        "pass",
+        (
+            "tests/online/test_launch.py::test_local_jobs_get_their_thread_count_and_the_secret",
+            "tests/online/test_slurm.py"
+            "::test_submit_passes_options_and_keeps_the_secret_off_the_command_line",
+        ),
+        "local: OMP/OPENBLAS/MKL_NUM_THREADS '16' (the trainer's), expected '1' and '3'; "
+        "Slurm: '16', expected '2'; exact check",
+    ),
+    Break(
+        "online-jobs-blas-threads-not-overriding",
+        "sciml/online/_launch.py",
+        "out[var] = str(threads)",
+        "out.setdefault(var, str(threads))",
+        (
+            "tests/online/test_launch.py::test_local_jobs_get_their_thread_count_and_the_secret",
+            "tests/online/test_slurm.py"
+            "::test_submit_passes_options_and_keeps_the_secret_off_the_command_line",
+        ),
+        "the trainer's '16' kept, expected the launcher's count; exact check",
+    ),
+    Break(
+        "online-jobs-xla-threads",
+        "sciml/online/_launch.py",
+        'out["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={threads}"',
+        'out["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"',
+        (
+            "tests/online/test_launch.py::test_local_jobs_get_their_thread_count_and_the_secret",
+            "tests/online/test_slurm.py"
+            "::test_submit_passes_options_and_keeps_the_secret_off_the_command_line",
+        ),
+        "`intra_op_parallelism_threads=N` missing from XLA_FLAGS; exact check",
+    ),
 ]
 
 
@@ -138,8 +176,7 @@ def run(brk: Break, scratch: Path) -> tuple[str, str]:
         return "STALE", ""
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"]
-        + ["-o", "addopts=-ra --strict-markers", *brk.tests],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *brk.tests],
         cwd=root,
         env=env,
         capture_output=True,
