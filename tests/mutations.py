@@ -105,7 +105,7 @@ BREAKS = [
         "out[var] = str(threads)",
         "pass",
         (
-            "tests/online/test_launch.py::test_local_jobs_get_their_thread_count_and_the_secret",
+            "tests/online/test_worker.py::test_local_jobs_get_their_thread_count_and_the_secret",
             "tests/online/test_slurm.py"
             "::test_submit_passes_options_and_keeps_the_secret_off_the_command_line",
         ),
@@ -118,7 +118,7 @@ BREAKS = [
         "out[var] = str(threads)",
         "out.setdefault(var, str(threads))",
         (
-            "tests/online/test_launch.py::test_local_jobs_get_their_thread_count_and_the_secret",
+            "tests/online/test_worker.py::test_local_jobs_get_their_thread_count_and_the_secret",
             "tests/online/test_slurm.py"
             "::test_submit_passes_options_and_keeps_the_secret_off_the_command_line",
         ),
@@ -130,7 +130,7 @@ BREAKS = [
         'out["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={threads}"',
         'out["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"',
         (
-            "tests/online/test_launch.py::test_local_jobs_get_their_thread_count_and_the_secret",
+            "tests/online/test_worker.py::test_local_jobs_get_their_thread_count_and_the_secret",
             "tests/online/test_slurm.py"
             "::test_submit_passes_options_and_keeps_the_secret_off_the_command_line",
         ),
