@@ -272,6 +272,37 @@ def test_parts_hold_every_row_once():
         assert row.needs(False) <= row.budget(False) <= _suite.DEFAULT_LIMIT_S[False]
 
 
+def test_mistaken_arguments_are_one_line_and_exit_2_before_anything_runs(tmp_path, capsys):
+    """Before: `--out` a file was a `FileExistsError` traceback; a missing,
+    non-folder or empty `--carry` "installed" nothing and every row ran
+    without its packages; `--limit -5` skipped every row with exit status 0."""
+    a_file, empty = tmp_path / "results.jsonl", tmp_path / "empty"
+    a_file.write_text("")
+    empty.mkdir()
+    out = str(tmp_path / "out")
+    cases = [
+        (["--out", str(a_file)], f"--out: {str(a_file)!r} is a file; give a results directory"),
+        (
+            ["--carry", str(tmp_path / "gone")],
+            f"--carry: {str(tmp_path / 'gone')!r} does not exist",
+        ),
+        (["--carry", str(a_file)], f"--carry: {str(a_file)!r} is not a directory"),
+        (["--carry", str(empty)], f"--carry: {str(empty)!r} holds no wheels (*.whl)"),
+        (["--limit", "-5"], "--limit must be a positive number, got -5.0"),
+        (["--limit", "nan"], "--limit must be a positive number, got nan"),
+        (["--budget-scale", "0"], "--budget-scale must be a positive number, got 0.0"),
+    ]
+    for args, message in cases:
+        argv = ["--out", out, "--lease", "--smoke", *args]
+        with pytest.raises(SystemExit) as info:
+            _suite.main(argv)
+        err = capsys.readouterr().err
+        assert info.value.code == 2, args
+        assert err.startswith(f"python -m benchmarks.gpu: error: {message}"), (args, err)
+        assert err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists() and a_file.read_text() == ""  # nothing written
+
+
 def run_suite(out: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "benchmarks.gpu", "--out", str(out), *args]
