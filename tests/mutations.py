@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 class Break:
     name: str
     file: str
-    original: str  # one line (without its indentation), found exactly once in `file`
-    mutated: str  # the line that replaces it (the indentation is kept)
-    tests: tuple[str, ...]  # pytest node ids that must fail
+    original: str  # one line or consecutive lines (compared without indentation), found once
+    mutated: str  # what replaces them (each line takes the indentation of the original's first)
+    tests: tuple[str, ...]  # pytest arguments: node ids or files (and `-k` / `-m` filters)
     margin: str  # what the tests measured under the break, against their tolerance
 
 
@@ -136,19 +136,322 @@ BREAKS = [
         ),
         "`intra_op_parallelism_threads=N` missing from XLA_FLAGS; exact check",
     ),
+    # item 6: documented defaults and dtype / rounding arguments, area by area
+    Break(
+        "data-batches-shuffle-default",
+        "sciml/data/_batches.py",
+        "shuffle: bool = True,",
+        "shuffle: bool = False,",
+        ("tests/data/test_data.py",),
+        "",
+    ),
+    Break(
+        "data-batches-drop-last-default",
+        "sciml/data/_batches.py",
+        "drop_last: bool = False,",
+        "drop_last: bool = True,",
+        ("tests/data/test_data.py",),
+        "",
+    ),
+    Break(
+        "data-normalizer-eps-default",
+        "sciml/data/_normalizer.py",
+        "cls, x: Any, *, channel_axis: int = 1, eps: float = 1e-8, dtype: Any = None",
+        "cls, x: Any, *, channel_axis: int = 1, eps: float = 1e-3, dtype: Any = None",
+        ("tests/data/test_data.py",),
+        "",
+    ),
+    Break(
+        "data-normalizer-statistics-in-float32",
+        "sciml/data/_normalizer.py",
+        "mean = x.mean(axis=others, dtype=np.float64)",
+        "mean = x.mean(axis=others, dtype=np.float32)",
+        ("tests/data/test_data.py",),
+        "",
+    ),
+    Break(
+        "data-normalizer-dtype-default",
+        "sciml/data/_normalizer.py",
+        "dtype = x.dtype if dtype is None else dtype",
+        "dtype = np.float32 if dtype is None else dtype",
+        ("tests/data/test_data.py",),
+        "",
+    ),
+    Break(
+        "training-adam-eps-default",
+        "sciml/training/_settings.py",
+        "eps: float = 1e-8",
+        "eps: float = 1e-6",
+        ("tests/experiments/test_defaults.py", "tests/training/test_optim.py"),
+        "",
+    ),
+    Break(
+        "training-adam-b2-default",
+        "sciml/training/_settings.py",
+        "b2: float = 0.999",
+        "b2: float = 0.99",
+        ("tests/experiments/test_defaults.py", "tests/training/test_optim.py"),
+        "",
+    ),
+    Break(
+        "training-sgd-momentum-default",
+        "sciml/training/_settings.py",
+        "momentum: float = 0.9",
+        "momentum: float = 0.0",
+        ("tests/experiments/test_defaults.py", "tests/training/test_optim.py"),
+        "",
+    ),
+    Break(
+        "training-step-decay-factor-default",
+        "sciml/training/_settings.py",
+        "decay_factor: float = 0.1",
+        "decay_factor: float = 0.5",
+        ("tests/experiments/test_defaults.py", "tests/training/test_optim.py"),
+        "",
+    ),
+    Break(
+        "training-keep-checkpoints-default",
+        "sciml/training/_settings.py",
+        "keep_checkpoints: int = 3",
+        "keep_checkpoints: int = 2",
+        ("tests/experiments/test_defaults.py", "tests/training/test_fit.py"),
+        "",
+    ),
+    Break(
+        "training-log-every-default",
+        "sciml/training/_settings.py",
+        "log_every: int = 10",
+        "log_every: int = 5",
+        ("tests/experiments/test_defaults.py", "tests/training/test_fit.py"),
+        "",
+    ),
+    Break(
+        "operators-lp-order-default",
+        "sciml/operators/_losses.py",
+        "p: Real = 2.0,",
+        "p: Real = 1.0,",
+        ("tests/operators/test_losses.py",),
+        "",
+    ),
+    Break(
+        "operators-lp-reduction-default",
+        "sciml/operators/_losses.py",
+        'p: Real = 2.0,\nchannels: int | None = None,\nreduction: str = "sum",',
+        'p: Real = 2.0,\nchannels: int | None = None,\nreduction: str = "mean",',
+        ("tests/operators/test_losses.py",),
+        "",
+    ),
+    Break(
+        "operators-fno-skip-default",
+        "sciml/operators/_fno.py",
+        'fno_skip: str = "linear",',
+        'fno_skip: str = "identity",',
+        ("tests/operators/test_fno.py",),
+        "",
+    ),
+    Break(
+        "operators-channel-mlp-skip-default",
+        "sciml/operators/_fno.py",
+        'channel_mlp_skip: str = "soft-gating",',
+        'channel_mlp_skip: str = "identity",',
+        ("tests/operators/test_fno.py",),
+        "",
+    ),
+    Break(
+        "ssm-s4d-dt-max-default",
+        "sciml/ssm/_s4d.py",
+        "dt_max: float = 1e-1,",
+        "dt_max: float = 1e-2,",
+        ("tests/ssm/test_layers.py", "tests/ssm/test_init.py"),
+        "",
+    ),
+    Break(
+        "ssm-s4d-discretization-default",
+        "sciml/ssm/_s4d.py",
+        'discretization: str = "zoh",',
+        'discretization: str = "bilinear",',
+        ("tests/ssm/test_layers.py",),
+        "",
+    ),
+    Break(
+        "ssm-s5-dt-min-default",
+        "sciml/ssm/_s5.py",
+        "dt_min: float = 1e-3,",
+        "dt_min: float = 1e-4,",
+        ("tests/ssm/test_layers.py", "tests/ssm/test_init.py"),
+        "",
+    ),
+    Break(
+        "ssm-s4d-b-clip-default",
+        "sciml/ssm/_init.py",
+        "N: int, b_scale: float = 1.0, b_clip: float | None = 2.0",
+        "N: int, b_scale: float = 1.0, b_clip: float | None = None",
+        ("tests/ssm/test_init.py",),
+        "",
+    ),
+    Break(
+        "pararnn-newton-max-steps-default",
+        "sciml/pararnn/_newton.py",
+        "max_steps: int = eqx.field(static=True, default=20)",
+        "max_steps: int = eqx.field(static=True, default=5)",
+        ("tests/pararnn/test_newton.py", "tests/pararnn/test_solvers.py"),
+        "",
+    ),
+    Break(
+        "pararnn-float32-tolerance",
+        "sciml/pararnn/_solvers.py",
+        "_TOLERANCES = {8: 1e-12, 4: 1e-5, 2: 1e-2}",
+        "_TOLERANCES = {8: 1e-12, 4: 1e-4, 2: 1e-2}",
+        ("tests/pararnn/test_newton.py", "tests/pararnn/test_solvers.py"),
+        "",
+    ),
+    Break(
+        "pararnn-float64-tolerance",
+        "sciml/pararnn/_solvers.py",
+        "_TOLERANCES = {8: 1e-12, 4: 1e-5, 2: 1e-2}",
+        "_TOLERANCES = {8: 1e-10, 4: 1e-5, 2: 1e-2}",
+        ("tests/pararnn/test_newton.py", "tests/pararnn/test_solvers.py"),
+        "",
+    ),
+    Break(
+        "insr-siren-omega0-default",
+        "sciml/insr/_siren.py",
+        "omega0: float = 30.0,",
+        "omega0: float = 10.0,",
+        ("tests/insr/test_fields.py",),
+        "",
+    ),
+    Break(
+        "dcdm-rtol-default",
+        "sciml/dcdm/_solver.py",
+        "rtol: Any = eqx.field(static=True, default=1e-6, converter=_as_float)",
+        "rtol: Any = eqx.field(static=True, default=1e-4, converter=_as_float)",
+        ("tests/dcdm/test_solver.py", "tests/dcdm/test_lineax.py"),
+        "",
+    ),
+    Break(
+        "dcdm-max-steps-default",
+        "sciml/dcdm/_solver.py",
+        "max_steps: int = eqx.field(static=True, default=100)",
+        "max_steps: int = eqx.field(static=True, default=1000)",
+        ("tests/dcdm/test_solver.py", "tests/dcdm/test_lineax.py"),
+        "",
+    ),
+    Break(
+        "dcdm-n-orthogonal-default",
+        "sciml/dcdm/_solver.py",
+        "n_orthogonal: int = eqx.field(static=True, default=2)",
+        "n_orthogonal: int = eqx.field(static=True, default=1)",
+        ("tests/dcdm/test_solver.py", "tests/dcdm/test_lineax.py"),
+        "",
+    ),
+    Break(
+        "online-firo-reads-default",
+        "sciml/online/_buffers.py",
+        "reads: int = 1",
+        "reads: int = 2",
+        ("tests/online/test_buffers.py",),
+        "",
+    ),
+    Break(
+        "online-firo-watermark-default",
+        "sciml/online/_buffers.py",
+        "watermark: int = 0",
+        "watermark: int = 1",
+        ("tests/online/test_buffers.py",),
+        "",
+    ),
+    Break(
+        "online-reservoir-replacement-default",
+        "sciml/online/_reservoir.py",
+        'replacement: str = "seen"',
+        'replacement: str = "uniform"',
+        ("tests/online/test_buffers.py",),
+        "",
+    ),
+    Break(
+        "transport-status-chars",
+        "sciml/transport/_wire.py",
+        "MAX_STATUS_CHARS = 2000",
+        "MAX_STATUS_CHARS = 20000",
+        ("tests/online/test_wire.py",),
+        "",
+    ),
+    Break(
+        "transport-header-cap",
+        "sciml/transport/_wire.py",
+        "MAX_HEADER_BYTES = 16384",
+        "MAX_HEADER_BYTES = 65536",
+        ("tests/online/test_wire.py",),
+        "",
+    ),
+    Break(
+        "checks-finite-object-arrays",
+        "sciml/_checks.py",
+        'if getattr(dtype, "kind", "O") not in "biu":  # `[1.0, None]`: dtype object',
+        'if getattr(dtype, "kind", "O") not in "biuOU":',
+        ("tests/checks/test_checks.py",),
+        "",
+    ),
+    Break(
+        "solvers-darcy-alpha-default",
+        "solvers/darcy.py",
+        "alpha: float = 2.0",
+        "alpha: float = 2.5",
+        ("tests/solvers/test_darcy.py",),
+        "",
+    ),
+    Break(
+        "solvers-heat-dt-default",
+        "solvers/heat.py",
+        "diffusivity: float = 1.0\ndt: float = 1e-3",
+        "diffusivity: float = 1.0\ndt: float = 2e-3",
+        ("tests/solvers/test_heat.py",),
+        "",
+    ),
+    Break(
+        "gpu-lease-limit",
+        "benchmarks/gpu/_lease.py",
+        "LEASE_LIMIT_S = 540.0",
+        "LEASE_LIMIT_S = 600.0",
+        ("tests/benchmarks/test_gpu_suite.py", "-m", "not slow"),
+        "",
+    ),
+    Break(
+        "gpu-h100-factor",
+        "benchmarks/gpu/_rows.py",
+        "H100_FACTOR = 1.3",
+        "H100_FACTOR = 1.0",
+        ("tests/benchmarks/test_gpu_suite.py", "-m", "not slow"),
+        "",
+    ),
+    Break(
+        "gpu-stop-grace",
+        "benchmarks/gpu/_suite.py",
+        "STOP_GRACE_S = 10.0  # between SIGTERM and SIGKILL",
+        "STOP_GRACE_S = 1.0",
+        ("tests/benchmarks/test_gpu_suite.py", "-m", "not slow"),
+        "",
+    ),
 ]
 
 
 def apply(root: Path, brk: Break) -> bool:
-    """Applies `brk` under `root`; False if its original line is not found exactly once."""
+    """Applies `brk` under `root`; False if its original lines are not found exactly once."""
     path = root / brk.file
     lines = path.read_text().splitlines(keepends=True)
-    found = [i for i, line in enumerate(lines) if line.strip() == brk.original.strip()]
+    want = [line.strip() for line in brk.original.strip().splitlines()]
+    found = [
+        i
+        for i in range(len(lines) - len(want) + 1)
+        if [line.strip() for line in lines[i : i + len(want)]] == want
+    ]
     if len(found) != 1:
         return False
     (i,) = found
     indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-    lines[i] = indent + brk.mutated.strip() + "\n"
+    new = [indent + line.strip() + "\n" for line in brk.mutated.strip().splitlines()]
+    lines[i : i + len(want)] = new
     path.write_text("".join(lines))
     return True
 
@@ -183,9 +486,12 @@ def run(brk: Break, scratch: Path) -> tuple[str, str]:
         text=True,
     )
     shutil.rmtree(root, ignore_errors=True)
-    failed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
+    out = proc.stdout.splitlines()
+    failed = [line.split()[1] for line in out if line.startswith("FAILED ")]
     if proc.returncode == 1 and failed:
-        return "caught", ", ".join(name.split("::")[-1] for name in failed)
+        first = next((line[1:].strip() for line in out if line.startswith("E ")), "")
+        names = ", ".join(name.split("::")[-1] for name in failed)
+        return "caught", f"{names} ({first[:160]})"
     if proc.returncode == 0:
         return "MISSED", ""
     return f"error (pytest exit {proc.returncode})", proc.stdout[-300:].replace("\n", " ")
@@ -210,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         for brk in chosen:
             verdict, failing = run(brk, Path(scratch))
             missed |= verdict != "caught"
+            failing = failing.replace("|", "\\|")
             print(f"| {brk.name} | {brk.file} | {verdict} | {failing} | {brk.margin} |", flush=True)
     return 1 if missed else 0
 

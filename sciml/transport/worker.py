@@ -13,9 +13,11 @@ executes it once, fresh.
 A job started by the trainer on this machine dies with it (see
 `die_with_parent`). A solver that raises closes its run with an error status and the process exits
 with status 1, as does a job whose trainer takes no message for the study's
-`timeout` (it was killed, or restarted elsewhere); the trainer then resubmits the runs that did not finish. A run
+`timeout` (it was killed, or restarted elsewhere; one line says so); the trainer then resubmits the runs that did not finish. A run
 that yields more steps than the study declared is an error too (the trainer
-would reject those steps).
+would reject those steps). A job file that is missing or not a job, a
+simulation that cannot be imported and a missing secret end the process with
+one line and exit status 2 before any run starts.
 """
 
 from __future__ import annotations
