@@ -535,6 +535,18 @@ def test_bad_put():
     assert buffer.stats(state)["n_put"] == 0  # nothing half-written
 
 
+def test_firo_defaults_read_each_sample_once_without_waiting():
+    """FIRO's documented defaults: `reads=1` (a sample leaves after one read)
+    and `watermark=0` (reads start with the first batch's worth stored); the
+    reservoir's `replacement="seen"`."""
+    buffer = FIRO(4)
+    assert (buffer.reads, buffer.watermark, Reservoir(4).replacement) == (1, 0, "seen")
+    state = _put(buffer, buffer.init(EXAMPLE), 0)
+    state, _, ids = _get(buffer, state, 1, _key(0), ended=False)  # one stored is enough
+    assert ids.tolist() == [[0, 0]]
+    assert buffer.stats(state)["size"] == 0  # read once: gone (reads=2 keeps it)
+
+
 def test_badly_typed_sample_id(untyped):
     buffer = FIFO(2)
     with pytest.raises(ValueError, match="`sample_id`"):
