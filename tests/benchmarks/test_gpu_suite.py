@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gpu import _lease, _suite
-from benchmarks.gpu._rows import ROWS, Row, rows_of, sweep
+from benchmarks.gpu._rows import ROWS, Row, h200, rows_of, sweep
 from benchmarks.gpu._suite import RESERVE_S, Suite
 
 
@@ -259,6 +259,19 @@ def test_row_that_cannot_run_here_is_skipped_with_its_note(suite, tmp_path):
     assert status["status"] == "skipped"
     assert status["note"] == "not run: the package it needs is not here"
     assert len(read(tmp_path)) == 1
+
+
+def test_the_documented_limits_and_budgets():
+    """The numbers `docs/benchmarks.md` and the module docstrings give: a
+    lease runs 540 s (a command may run 600, the machine's start comes out of
+    the rest), a part 420 s (a smoke run 600); a row's budget is its H200
+    seconds × 1.3 (an H100 has about 0.7× the H200's bandwidth); a row that
+    overruns gets SIGTERM, then SIGKILL 10 s later, and the limit keeps 15 s
+    back for that and the table."""
+    assert _lease.LEASE_LIMIT_S == 540.0
+    assert _suite.DEFAULT_LIMIT_S == {False: 420.0, True: 600.0}
+    assert h200(100) == 130.0
+    assert (_suite.STOP_GRACE_S, RESERVE_S) == (10.0, 15.0)
 
 
 def test_parts_hold_every_row_once():
