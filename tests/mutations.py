@@ -468,6 +468,30 @@ BREAKS = [
         ("tests/recurrence",),
         "",
     ),
+    Break(
+        "insr-adam-learning-rate-default",
+        "sciml/insr/_adam.py",
+        "learning_rate: float = eqx.field(static=True, default=1e-4)",
+        "learning_rate: float = eqx.field(static=True, default=1e-3)",
+        ("tests/insr/test_stopping.py",),
+        "",
+    ),
+    Break(
+        "insr-collocation-points-default",
+        "sciml/insr/_collocation.py",
+        "n_points: int = eqx.field(static=True, default=2000)",
+        "n_points: int = eqx.field(static=True, default=1000)",
+        ("tests/insr/test_stopping.py",),
+        "",
+    ),
+    Break(
+        "online-study-max-attempts-default",
+        "sciml/online/_study.py",
+        "max_attempts: int = 3",
+        "max_attempts: int = 2",
+        ("tests/online/test_study.py",),
+        "",
+    ),
 ]
 
 
