@@ -143,7 +143,7 @@ BREAKS = [
         "shuffle: bool = True,",
         "shuffle: bool = False,",
         ("tests/data/test_data.py",),
-        "",
+        "epoch order 0..9 against the written permutation of seed (7, epoch); exact",
     ),
     Break(
         "data-batches-drop-last-default",
@@ -151,7 +151,7 @@ BREAKS = [
         "drop_last: bool = False,",
         "drop_last: bool = True,",
         ("tests/data/test_data.py",),
-        "",
+        "2 batches an epoch instead of 3; exact",
     ),
     Break(
         "data-normalizer-eps-default",
@@ -159,7 +159,7 @@ BREAKS = [
         "cls, x: Any, *, channel_axis: int = 1, eps: float = 1e-8, dtype: Any = None",
         "cls, x: Any, *, channel_axis: int = 1, eps: float = 1e-3, dtype: Any = None",
         ("tests/data/test_data.py",),
-        "",
+        "std of the 1e-3 channel doubled against rtol 1e-12",
     ),
     Break(
         "data-normalizer-statistics-in-float32",
@@ -167,7 +167,7 @@ BREAKS = [
         "mean = x.mean(axis=others, dtype=np.float64)",
         "mean = x.mean(axis=others, dtype=np.float32)",
         ("tests/data/test_data.py",),
-        "",
+        "float32 round-off in the means (~1e-7 relative) against rtol 1e-12",
     ),
     Break(
         "data-normalizer-dtype-default",
@@ -175,7 +175,7 @@ BREAKS = [
         "dtype = x.dtype if dtype is None else dtype",
         "dtype = np.float32 if dtype is None else dtype",
         ("tests/data/test_data.py",),
-        "",
+        "float32 statistics (~1e-7 relative) against rtol 1e-12",
     ),
     Break(
         "training-adam-eps-default",
@@ -183,7 +183,7 @@ BREAKS = [
         "eps: float = 1e-8",
         "eps: float = 1e-6",
         ("tests/experiments/test_defaults.py", "tests/training/test_optim.py"),
-        "",
+        "Adam on 1e-7 gradients: 1.9e-3 off after 3 steps (of 2.1e-3) against rtol 1e-6",
     ),
     Break(
         "training-adam-b2-default",
@@ -191,7 +191,7 @@ BREAKS = [
         "b2: float = 0.999",
         "b2: float = 0.99",
         ("tests/experiments/test_defaults.py", "tests/training/test_optim.py"),
-        "",
+        "Adam on gradients of ~10 against optax.adam: off by more than rtol 1e-6",
     ),
     Break(
         "training-sgd-momentum-default",
@@ -199,7 +199,7 @@ BREAKS = [
         "momentum: float = 0.9",
         "momentum: float = 0.0",
         ("tests/experiments/test_defaults.py", "tests/training/test_optim.py"),
-        "",
+        "SGD 1.4e-3 off after 3 steps (of 3e-3) against rtol 1e-6",
     ),
     Break(
         "training-step-decay-factor-default",
@@ -207,7 +207,7 @@ BREAKS = [
         "decay_factor: float = 0.1",
         "decay_factor: float = 0.5",
         ("tests/experiments/test_defaults.py", "tests/training/test_optim.py"),
-        "",
+        "rate 5e-4 after the boundary, expected 1e-4 (rtol 1e-6)",
     ),
     Break(
         "training-keep-checkpoints-default",
@@ -215,7 +215,7 @@ BREAKS = [
         "keep_checkpoints: int = 3",
         "keep_checkpoints: int = 2",
         ("tests/experiments/test_defaults.py", "tests/training/test_fit.py"),
-        "",
+        "checkpoints [16, 20] kept, expected [12, 16, 20]; exact",
     ),
     Break(
         "training-log-every-default",
@@ -223,7 +223,7 @@ BREAKS = [
         "log_every: int = 10",
         "log_every: int = 5",
         ("tests/experiments/test_defaults.py", "tests/training/test_fit.py"),
-        "",
+        "records at [4, 5, 8, 10, 12, 15, ...], expected [4, 8, 10, 12, 16, 20]; exact",
     ),
     Break(
         "operators-lp-order-default",
@@ -231,7 +231,7 @@ BREAKS = [
         "p: Real = 2.0,",
         "p: Real = 1.0,",
         ("tests/operators/test_losses.py",),
-        "",
+        "the float32 loss against its float64 reference written with p = 2: off past the tolerance",
     ),
     Break(
         "operators-lp-reduction-default",
@@ -239,7 +239,7 @@ BREAKS = [
         'p: Real = 2.0,\nchannels: int | None = None,\nreduction: str = "sum",',
         'p: Real = 2.0,\nchannels: int | None = None,\nreduction: str = "mean",',
         ("tests/operators/test_losses.py",),
-        "",
+        "the mean of 4 samples against their written sum (4x)",
     ),
     Break(
         "operators-fno-skip-default",
@@ -247,7 +247,7 @@ BREAKS = [
         'fno_skip: str = "linear",',
         'fno_skip: str = "identity",',
         ("tests/operators/test_fno.py",),
-        "",
+        "697,185 parameters against neuraloperator's 701,281; exact",
     ),
     Break(
         "operators-channel-mlp-skip-default",
@@ -255,7 +255,7 @@ BREAKS = [
         'channel_mlp_skip: str = "soft-gating",',
         'channel_mlp_skip: str = "identity",',
         ("tests/operators/test_fno.py",),
-        "",
+        "701,153 parameters against neuraloperator's 701,281; exact",
     ),
     Break(
         "ssm-s4d-dt-max-default",
@@ -263,7 +263,7 @@ BREAKS = [
         "dt_max: float = 1e-1,",
         "dt_max: float = 1e-2,",
         ("tests/ssm/test_layers.py", "tests/ssm/test_init.py"),
-        "",
+        "largest of 64 steps 8.3e-3, expected above 5e-2",
     ),
     Break(
         "ssm-s4d-discretization-default",
@@ -271,7 +271,7 @@ BREAKS = [
         'discretization: str = "zoh",',
         'discretization: str = "bilinear",',
         ("tests/ssm/test_layers.py",),
-        "",
+        "bilinear output 0.20 off the ZOH loop (measured 4e-16) against atol 1e-12",
     ),
     Break(
         "ssm-s5-dt-min-default",
@@ -279,7 +279,7 @@ BREAKS = [
         "dt_min: float = 1e-3,",
         "dt_min: float = 1e-4,",
         ("tests/ssm/test_layers.py", "tests/ssm/test_init.py"),
-        "",
+        "smallest of 64 steps 1.1e-4, expected >= 1e-3",
     ),
     Break(
         "ssm-s4d-b-clip-default",
@@ -287,7 +287,7 @@ BREAKS = [
         "N: int, b_scale: float = 1.0, b_clip: float | None = 2.0",
         "N: int, b_scale: float = 1.0, b_clip: float | None = None",
         ("tests/ssm/test_init.py",),
-        "",
+        "unclipped B against the written clip at 2; exact",
     ),
     Break(
         "pararnn-newton-max-steps-default",
@@ -295,7 +295,7 @@ BREAKS = [
         "max_steps: int = eqx.field(static=True, default=20)",
         "max_steps: int = eqx.field(static=True, default=5)",
         ("tests/pararnn/test_newton.py", "tests/pararnn/test_solvers.py"),
-        "",
+        "5 Newton steps stop before the dense cell converges: the solve raises",
     ),
     Break(
         "pararnn-float32-tolerance",
@@ -303,7 +303,7 @@ BREAKS = [
         "_TOLERANCES = {8: 1e-12, 4: 1e-5, 2: 1e-2}",
         "_TOLERANCES = {8: 1e-12, 4: 1e-4, 2: 1e-2}",
         ("tests/pararnn/test_newton.py", "tests/pararnn/test_solvers.py"),
-        "",
+        "float32 Newton against the scan: error past the test's bound for GRU, LSTM, a dense cell",
     ),
     Break(
         "pararnn-float64-tolerance",
@@ -311,7 +311,7 @@ BREAKS = [
         "_TOLERANCES = {8: 1e-12, 4: 1e-5, 2: 1e-2}",
         "_TOLERANCES = {8: 1e-10, 4: 1e-5, 2: 1e-2}",
         ("tests/pararnn/test_newton.py", "tests/pararnn/test_solvers.py"),
-        "",
+        "residual 2.06e-12 against the bound 1e-12",
     ),
     Break(
         "insr-siren-omega0-default",
@@ -319,7 +319,7 @@ BREAKS = [
         "omega0: float = 30.0,",
         "omega0: float = 10.0,",
         ("tests/insr/test_fields.py",),
-        "",
+        "largest hidden weight 0.031 against the bound sqrt(6/64)/30 = 0.0102",
     ),
     Break(
         "dcdm-rtol-default",
@@ -327,7 +327,7 @@ BREAKS = [
         "rtol: Any = eqx.field(static=True, default=1e-6, converter=_as_float)",
         "rtol: Any = eqx.field(static=True, default=1e-4, converter=_as_float)",
         ("tests/dcdm/test_solver.py", "tests/dcdm/test_lineax.py"),
-        "",
+        "DCDM() != DCDM(rtol=1e-6, atol=0.0); exact",
     ),
     Break(
         "dcdm-max-steps-default",
@@ -335,7 +335,7 @@ BREAKS = [
         "max_steps: int = eqx.field(static=True, default=100)",
         "max_steps: int = eqx.field(static=True, default=1000)",
         ("tests/dcdm/test_solver.py", "tests/dcdm/test_lineax.py"),
-        "",
+        "DCDM() != DCDM(max_steps=100); exact",
     ),
     Break(
         "dcdm-n-orthogonal-default",
@@ -343,7 +343,7 @@ BREAKS = [
         "n_orthogonal: int = eqx.field(static=True, default=2)",
         "n_orthogonal: int = eqx.field(static=True, default=1)",
         ("tests/dcdm/test_solver.py", "tests/dcdm/test_lineax.py"),
-        "",
+        "DCDM() != DCDM(n_orthogonal=2); exact",
     ),
     Break(
         "online-firo-reads-default",
@@ -351,7 +351,7 @@ BREAKS = [
         "reads: int = 1",
         "reads: int = 2",
         ("tests/online/test_buffers.py",),
-        "",
+        "reads 2, expected 1; the read sample stays (size 1, expected 0)",
     ),
     Break(
         "online-firo-watermark-default",
@@ -359,7 +359,7 @@ BREAKS = [
         "watermark: int = 0",
         "watermark: int = 1",
         ("tests/online/test_buffers.py",),
-        "",
+        "watermark 1, expected 0; exact",
     ),
     Break(
         "online-reservoir-replacement-default",
@@ -367,7 +367,7 @@ BREAKS = [
         'replacement: str = "seen"',
         'replacement: str = "uniform"',
         ("tests/online/test_buffers.py",),
-        "",
+        "an unread sample replaced (the 'seen' rule never does)",
     ),
     Break(
         "transport-status-chars",
@@ -375,7 +375,7 @@ BREAKS = [
         "MAX_STATUS_CHARS = 2000",
         "MAX_STATUS_CHARS = 20000",
         ("tests/online/test_wire.py",),
-        "",
+        "a 20,000-character status overflows the 16,384-byte header",
     ),
     Break(
         "transport-header-cap",
@@ -383,7 +383,7 @@ BREAKS = [
         "MAX_HEADER_BYTES = 16384",
         "MAX_HEADER_BYTES = 65536",
         ("tests/online/test_wire.py",),
-        "",
+        "a header of 16,385+ bytes accepted by encode (did not raise)",
     ),
     Break(
         "checks-finite-object-arrays",
@@ -391,7 +391,7 @@ BREAKS = [
         'if getattr(dtype, "kind", "O") not in "biu":  # `[1.0, None]`: dtype object',
         'if getattr(dtype, "kind", "O") not in "biuOU":',
         ("tests/checks/test_checks.py",),
-        "",
+        "[1.0, None] passes (did not raise TypeError)",
     ),
     Break(
         "solvers-darcy-alpha-default",
@@ -399,7 +399,7 @@ BREAKS = [
         "alpha: float = 2.0",
         "alpha: float = 2.5",
         ("tests/solvers/test_darcy.py",),
-        "",
+        "17 of 289 nodes flipped against the written FNO field; exact",
     ),
     Break(
         "solvers-heat-dt-default",
@@ -407,7 +407,7 @@ BREAKS = [
         "diffusivity: float = 1.0\ndt: float = 1e-3",
         "diffusivity: float = 1.0\ndt: float = 2e-3",
         ("tests/solvers/test_heat.py",),
-        "",
+        "record times 0.005, 0.01 no longer whole steps of dt: ValueError",
     ),
     Break(
         "gpu-lease-limit",
@@ -415,7 +415,7 @@ BREAKS = [
         "LEASE_LIMIT_S = 540.0",
         "LEASE_LIMIT_S = 600.0",
         ("tests/benchmarks/test_gpu_suite.py", "-m", "not slow"),
-        "",
+        "600 against the documented 540; exact",
     ),
     Break(
         "gpu-h100-factor",
@@ -423,7 +423,7 @@ BREAKS = [
         "H100_FACTOR = 1.3",
         "H100_FACTOR = 1.0",
         ("tests/benchmarks/test_gpu_suite.py", "-m", "not slow"),
-        "",
+        "h200(100) = 100 against 130; exact",
     ),
     Break(
         "gpu-stop-grace",
@@ -431,7 +431,7 @@ BREAKS = [
         "STOP_GRACE_S = 10.0  # between SIGTERM and SIGKILL",
         "STOP_GRACE_S = 1.0",
         ("tests/benchmarks/test_gpu_suite.py", "-m", "not slow"),
-        "",
+        "(1, 6) against (10, 15); exact",
     ),
     Break(
         "transport-step-range",
@@ -439,7 +439,7 @@ BREAKS = [
         "if not 0 <= step < schema.n_steps:",
         "if not 0 <= step <= schema.n_steps:",
         ("tests/online/test_wire.py",),
-        "",
+        "step n_steps accepted (did not raise `step`)",
     ),
     Break(
         "transport-resent-step-accepted",
@@ -447,7 +447,7 @@ BREAKS = [
         "if key in self._accepted_set:",
         "if False:",
         ("tests/online/test_transport.py::test_restarted_run_and_restored_ids_are_duplicates",),
-        "",
+        "0 duplicates counted, expected 7",
     ),
     Break(
         "transport-replayed-open-accepted",
@@ -458,7 +458,7 @@ BREAKS = [
             "tests/online/test_transport.py"
             "::test_replayed_opens_and_closes_are_duplicates_that_reach_no_callback",
         ),
-        "",
+        "the replayed open reaches the callback: the wait for 'no callback' times out",
     ),
     Break(
         "recurrence-auto-scan-on-gpu",
@@ -466,7 +466,7 @@ BREAKS = [
         '"gpu": AssociativeScan(),',
         '"gpu": SequentialScan(),',
         ("tests/recurrence",),
-        "",
+        "SequentialScan on 'gpu', expected AssociativeScan; exact",
     ),
     Break(
         "insr-adam-learning-rate-default",
@@ -474,7 +474,7 @@ BREAKS = [
         "learning_rate: float = eqx.field(static=True, default=1e-4)",
         "learning_rate: float = eqx.field(static=True, default=1e-3)",
         ("tests/insr/test_stopping.py",),
-        "",
+        "1e-3 against the paper's 1e-4; exact",
     ),
     Break(
         "insr-collocation-points-default",
@@ -482,7 +482,7 @@ BREAKS = [
         "n_points: int = eqx.field(static=True, default=2000)",
         "n_points: int = eqx.field(static=True, default=1000)",
         ("tests/insr/test_stopping.py",),
-        "",
+        "1000 against 2000; exact",
     ),
     Break(
         "online-study-max-attempts-default",
@@ -490,7 +490,7 @@ BREAKS = [
         "max_attempts: int = 3",
         "max_attempts: int = 2",
         ("tests/online/test_study.py",),
-        "",
+        "2 against 3; exact",
     ),
 ]
 
