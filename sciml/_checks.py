@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 import sys
 import warnings
 from collections.abc import Iterable
@@ -247,7 +248,8 @@ def check_finite(name: str, value: Any) -> Any:
     `name` (with the count of NaN and Inf entries) otherwise.
 
     Traced values (inside `jit`, `vmap`, `grad`) pass unchecked: see the
-    module docstring for the policy. Integer and boolean arrays always pass.
+    module docstring for the policy. Integer and boolean arrays always pass;
+    any other dtype (object, string) raises a `TypeError` naming `name`.
     """
     if _is_tracer(value):
         return value
@@ -255,6 +257,11 @@ def check_finite(name: str, value: Any) -> Any:
     if dtype is None:
         dtype = np.asarray(value).dtype
     if not _is_inexact(dtype):
+        if getattr(dtype, "kind", "O") not in "biu":  # `[1.0, None]`: dtype object
+            raise TypeError(
+                f"`{name}` must be a numeric array (floats, integers or booleans), got an "
+                f"array of dtype {dtype}: {reprlib.repr(value)}."
+            )
         return value
     jax = _jax()
     if jax is None or isinstance(value, np.ndarray | np.generic | float | complex):

@@ -331,8 +331,9 @@ class AbstractBuffer(abc.ABC):
     def check_batch_size(self, batch_size: int) -> int:
         """`batch_size` if this buffer can serve batches of it (`1 <= batch_size
         <= capacity`, and `>= min_new_per_batch`); raises `ValueError`
-        otherwise. Checked once where a buffer meets its batch size (the
-        sample stream), not on every `draw`."""
+        otherwise. Checked where a buffer meets its batch size (the sample
+        stream, when it is built) and by every `draw`: a batch the buffer can
+        never serve is an error, not a `None` ("not now") for ever."""
         _check_batch_size(batch_size, self.capacity, self.min_new_per_batch)
         return int(batch_size)
 
@@ -346,7 +347,7 @@ class AbstractBuffer(abc.ABC):
 
         - `state`: the buffer state.
         - `batch_size`: samples per batch (always exactly this many; one that
-          `check_batch_size` accepts).
+          `check_batch_size` accepts, else `ValueError`).
         - `key`: a JAX PRNG key; the draw is a pure function of it and the state.
         - `ended`: reception has ended (lifts watermarks and rate limits, starts
           the drain).
@@ -359,6 +360,7 @@ class AbstractBuffer(abc.ABC):
         left, and it is dropped.
         """
         _check_state(state, self.capacity)
+        _check_batch_size(batch_size, self.capacity, self.min_new_per_batch)
         unseen = _unseen(state)
         if not self._can_draw(state, batch_size, ended, unseen):
             return None

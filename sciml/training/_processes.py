@@ -31,6 +31,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .._checks import check_positive_int, is_int
+
 
 ENV_PROCESSES = "SCIML_PROCESSES"  # the number of processes (set by `--processes N`)
 ENV_PROCESS_ID = "SCIML_PROCESS_ID"  # this process's index
@@ -136,6 +138,24 @@ class ProcessGroup:
     count: int
     index: int
 
+    def __post_init__(self):
+        check_positive_int("count", self.count)
+        if not is_int(self.index) or not 0 <= self.index < self.count:
+            raise ValueError(
+                f"`index` must be an integer in [0, {self.count}) for a group of "
+                f"{self.count} process(es), got {self.index!r}."
+            )
+
+    def _check_runtime(self) -> None:
+        """A collective needs every process of the JAX runtime: a hand-made
+        group of another size would wait for processes that do not exist."""
+        if self.count != jax.process_count():
+            raise ValueError(
+                f"ProcessGroup(count={self.count}, index={self.index}) does not match "
+                f"JAX's runtime of {jax.process_count()} process(es): use "
+                "`ProcessGroup.current()` (after `initialize_processes`) for collectives."
+            )
+
     @classmethod
     def current(cls) -> ProcessGroup:
         """The group of this JAX runtime (one process unless
@@ -160,6 +180,7 @@ class ProcessGroup:
         replicated on every device."""
         if self.single:
             return tree
+        self._check_runtime()
         sharding = NamedSharding(self.mesh, PartitionSpec())
 
         def put(x):
@@ -187,6 +208,7 @@ class ProcessGroup:
         `"data"` axis by rows (process `i`'s rows are block `i`)."""
         if self.single:
             return batch
+        self._check_runtime()
         sharding = NamedSharding(self.mesh, PartitionSpec("data"))
         devices = self.mesh.devices.size
 
@@ -225,6 +247,7 @@ class ProcessGroup:
         """Each flag OR-ed over the processes (*collective*)."""
         if self.single:
             return tuple(bool(f) for f in flags)
+        self._check_runtime()
         gathered = multihost_utils.process_allgather(np.array(flags, np.int32))
         return tuple(bool(f) for f in np.asarray(gathered).reshape(self.count, -1).any(axis=0))
 
@@ -232,6 +255,7 @@ class ProcessGroup:
         """`data` of every process, in process order (*collective*)."""
         if self.single:
             return [data]
+        self._check_runtime()
         sizes = np.asarray(multihost_utils.process_allgather(np.array([len(data)], np.int64)))
         sizes = sizes.reshape(self.count)
         padded = np.zeros(int(sizes.max()) or 1, np.uint8)
@@ -276,6 +300,7 @@ class ProcessGroup:
     def barrier(self, name: str = "sciml") -> None:
         """Waits until every process is here (*collective*)."""
         if not self.single:
+            self._check_runtime()
             multihost_utils.sync_global_devices(name)
 
 

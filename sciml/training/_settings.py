@@ -14,6 +14,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._checks import check_int, check_positive_int
 
 
@@ -55,6 +57,10 @@ class TrainSettings:
         check_int("eval_every", self.eval_every, minimum=0)
         check_positive_int("log_every", self.log_every)
         check_positive_int("keep_checkpoints", self.keep_checkpoints)
+        for name in ("progress", "check_batch"):  # `progress="no"` would show the bar
+            value = getattr(self, name)
+            if not isinstance(value, bool | np.bool_):
+                raise TypeError(f"`{name}` must be True or False, got {value!r}.")
 
 
 @dataclasses.dataclass(frozen=True)
