@@ -25,7 +25,8 @@ With `config.sweep_learning_rates` (three or more rates), each model instead
 trains once (`config.seed`) per rate for `config.train.steps` steps, scored on
 the last `data.val_fraction` of the *training* bytes (the reported validation
 windows are not read), and the rate of lowest loss is chosen (`at_edge` when
-it is the smallest or largest tried).
+it is the smallest or largest tried; a rate at which training diverges
+scores infinitely badly).
 
 Writes `table.md`, `summary.json` (`<model>/seed<k>.val_bpc`, `.n_params`,
 `.train_seconds`, `<model>.val_bpc.mean`, `paired/<model>.val_bpc.{mean,low,high}`,
@@ -65,7 +66,7 @@ from sciml.experiment import (
 )
 from sciml.pararnn import RNNModel
 from sciml.ssm import SequenceModel, ssm_labels
-from sciml.training import ProcessGroup
+from sciml.training import NonFiniteLossError, ProcessGroup
 
 
 FAMILIES = ("paragru", "paralstm", "transformer", "s5")
@@ -207,6 +208,20 @@ def sweep_windows(config) -> tuple[jax.Array, jax.Array]:
     return train[:cut], jnp.asarray(np.stack([tail[s : s + seq_len + 1] for s in starts]))
 
 
+def sweep_one(config, family: str, train, windows, folder: Path) -> dict:
+    """`train_one` for the sweep: a rate at which training diverges (a
+    non-finite loss, or a recurrence whose states are not finite even
+    sequentially) scores `val_bpc = inf` and is recorded as `diverged`, so that
+    the sweep goes on to the next rate (and does not retry it on resume)."""
+    try:
+        return train_one(config, family, train, windows, folder)
+    except (NonFiniteLossError, eqx.EquinoxRuntimeError) as error:
+        row = {"val_bpc": math.inf, "diverged": str(error).strip().splitlines()[0][:300]}
+        if ProcessGroup.current().main:
+            (folder / "result.json").write_text(json.dumps(row, indent=2) + "\n")
+        return row
+
+
 def sweep(config, workdir: Path) -> dict:
     """Each family once (`config.seed`) at every rate of `config.sweep_learning_rates`."""
     train, windows = sweep_windows(config)
@@ -215,7 +230,7 @@ def sweep(config, workdir: Path) -> dict:
     lines.append("| --- " * (len(rates) + 2) + "|")
     for family in config.models:
         rows = {
-            lr: train_one(
+            lr: sweep_one(
                 run_config(config, family, int(config.seed), lr),
                 family,
                 train,
@@ -228,7 +243,9 @@ def sweep(config, workdir: Path) -> dict:
         summary.update({f"sweep/{family}@{lr:g}.val_bpc": rows[lr]["val_bpc"] for lr in rates})
         summary[f"sweep/{family}.learning_rate"] = best
         summary[f"sweep/{family}.at_edge"] = at_edge
-        cells = [f"{rows[lr]['val_bpc']:.4f}" for lr in rates]
+        cells = [
+            "diverged" if "diverged" in rows[lr] else f"{rows[lr]['val_bpc']:.4f}" for lr in rates
+        ]
         cells = [f"**{c}**" if lr == best else c for c, lr in zip(cells, rates)]
         lines.append(f"| {LABELS[family]} | " + " | ".join(cells) + f" | {best:g} |")
     if ProcessGroup.current().main:
