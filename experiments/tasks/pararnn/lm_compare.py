@@ -341,7 +341,7 @@ def validate_config(config) -> None:
         raise ConfigError(f"config.models must be distinct names of {FAMILIES}, got {models!r}.")
     if config.baseline not in models:
         raise ConfigError(
-            f"config.baseline must be one of config.models {models}, got {config.baseline!r}."
+            f"config key 'baseline' is {config.baseline!r}; accepted: one of config.models {models}."
         )
     seeds = tuple(config.seeds)
     if len(set(seeds)) < 2 or any(
