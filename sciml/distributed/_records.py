@@ -1,11 +1,18 @@
-"""Solver processes recorded by a trainer, so that the next one can reap them.
+"""OS processes recorded where they work, so that whoever comes next can end them.
+
+A process that starts others which may outlive it (a trainer starting solver
+processes) records each in the folder it works in, in one `processes.jsonl`;
+the next trainer of the run, or the `--processes` supervisor once its
+children have ended, reaps what is still running. The supervisor looks at
+every records file under the run directory, so it needs to know nothing of
+who wrote them.
 
 A process is named by its id *and* its start time (field 22 of
 `/proc/<pid>/stat`, clock ticks since boot): a process id that was reused by
-an unrelated process after the solver ended has another start time and is
-left alone. Nothing is ever found or killed by name. Where `/proc` does not
-exist (macOS, Windows) no start time can be read, nothing is recorded and
-nothing is reaped; there the worker's parent watchdog is the only guard.
+an unrelated process after the recorded one ended has another start time and
+is left alone. Nothing is ever found or killed by name. Where `/proc` does
+not exist (macOS, Windows) no start time can be read, nothing is recorded and
+nothing is reaped; there a solver process's parent watchdog is the only guard.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import signal
 from pathlib import Path
 
 
-#: The file in a study's jobs directory that lists its local solver processes.
+#: The file, in the folder a process works in, that lists the processes it started.
 PROCESSES_FILE = "processes.jsonl"
 
 
@@ -32,21 +39,24 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])  # field 22 of the whole line
 
 
-def record(jobs_dir: Path, job: int, pid: int) -> None:
-    """Appends process `pid` (running job `job`) to the jobs directory's list."""
+def record_process(folder: Path, pid: int, **about: int) -> None:
+    """Appends process `pid` (and `about` it, e.g. `job=3`) to `folder`'s list."""
     started = start_time(pid)
     if started is None:
         return
-    with open(Path(jobs_dir) / PROCESSES_FILE, "a") as file:
-        file.write(json.dumps({"job": int(job), "pid": int(pid), "start": started}) + "\n")
+    entry = {**{k: int(v) for k, v in about.items()}, "pid": int(pid), "start": started}
+    with open(Path(folder) / PROCESSES_FILE, "a") as file:
+        file.write(json.dumps(entry) + "\n")
 
 
-def reap(jobs_dir: Path) -> list[int]:
-    """SIGKILLs each recorded process that still runs with its recorded start
-    time (its whole process group when it leads one: a job is started in a
-    session of its own), then forgets the list. Returns the ids of the
-    processes killed."""
-    path = Path(jobs_dir) / PROCESSES_FILE
+def reap_processes(folder: Path) -> list[int]:
+    """SIGKILLs each process recorded in `folder` that still runs with its
+    recorded start time (its whole process group when it leads one: a solver
+    job is started in a session of its own), then forgets the list.
+
+    **Returns:** the ids of the processes killed.
+    """
+    path = Path(folder) / PROCESSES_FILE
     if not path.exists():
         return []
     killed = []
@@ -68,3 +78,14 @@ def reap(jobs_dir: Path) -> list[int]:
         killed.append(pid)
     path.unlink()
     return killed
+
+
+def reap_all(root: Path) -> list[int]:
+    """[`reap_processes`][sciml.distributed.reap_processes] for every records
+    file under `root` (a run directory).
+
+    **Returns:** the ids of the processes killed.
+    """
+    root = Path(root)
+    folders = sorted(p.parent for p in root.rglob(PROCESSES_FILE)) if root.is_dir() else []
+    return [pid for folder in folders for pid in reap_processes(folder)]

@@ -1,28 +1,27 @@
-"""`--processes N`: one run trained by N processes of this machine.
+"""The local supervisor: one run as N processes of this machine.
 
-The command becomes a parent that checks the config, settles the run
-directory and starts N children, each the same command without
-`--processes` and with the run directory fixed (`--workdir W`, or
-`--resume W`). The children join JAX's multi-process runtime through their
-environment (`SCIML_PROCESSES`, `SCIML_PROCESS_ID` and
-`JAX_COORDINATOR_ADDRESS`; see `sciml.training.initialize_processes`) and
-train together; process 0 writes the files and prints the verdict.
+[`run_processes`][sciml.distributed.run_processes] starts N children, each
+the given command with the environment of its place in the run
+(`SCIML_PROCESSES`, `SCIML_PROCESS_ID` and `JAX_COORDINATOR_ADDRESS`; see
+[`initialize_processes`][sciml.distributed.initialize_processes]), and waits
+for them; the runner's `--processes N` is this supervisor around its own
+command.
 
 The children run in sessions of their own, so a Ctrl-C at the terminal
-reaches them only through the parent, which forwards every SIGINT or SIGTERM
-it gets once to each child still running (a child takes a second one as
-"stop at once"). When a child fails, the others' next collective fails within
-milliseconds; the parent gives them `GRACE_SECONDS` to end on their own, then
-sends SIGTERM and, `GRACE_SECONDS` later, SIGKILL. Once every child has
-ended, the simulation processes that a killed child left behind (recorded in
-the `jobs` folders under `W/online/`) are killed too. On a machine with
-GPUs, each child takes an equal block of them (`JAX_LOCAL_DEVICE_IDS`) when
-N divides their number.
+reaches them only through the supervisor, which forwards every SIGINT or
+SIGTERM it gets once to each child still running (a child takes a second one
+as "stop at once"). When a child fails, the others' next collective fails
+within milliseconds; the supervisor gives them `GRACE_SECONDS` to end on
+their own, then sends SIGTERM and, `GRACE_SECONDS` later, SIGKILL. Once
+every child has ended, the processes a killed child left behind are killed
+too: every process recorded under the run directory (see
+[`record_process`][sciml.distributed.record_process]), whoever recorded it.
+On a machine with GPUs, each child takes an equal block of them
+(`JAX_LOCAL_DEVICE_IDS`) when N divides their number.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -30,101 +29,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
-import ml_collections
-
-from ._errors import ConfigError
+from ._records import reap_all
+from ._runtime import ENV_COORDINATOR, ENV_PROCESS_ID, ENV_PROCESSES
 
 
-FLAG = "--processes"
 GRACE_SECONDS = 5.0
 _POLL_SECONDS = 0.05
-
-
-def split_processes(argv: list[str]) -> tuple[int, list[str]]:
-    """Takes `--processes N` (or `--processes=N`) out of `argv`.
-
-    **Returns:** the number of processes (1 when not given) and the other
-    arguments, in their order.
-
-    **Raises:** [`ConfigError`][sciml.experiment.ConfigError] for a value that
-    is not a whole number of at least 1.
-    """
-    count, rest, i = None, [], 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == FLAG:
-            if i + 1 >= len(argv):
-                raise ConfigError(f"{FLAG}: missing value (a number of processes, at least 1).")
-            count, i = argv[i + 1], i + 2
-        elif arg.startswith(FLAG + "="):
-            count, i = arg[len(FLAG) + 1 :], i + 1
-        else:
-            rest.append(arg)
-            i += 1
-    if count is None:
-        return 1, rest
-    try:
-        number = int(count)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ConfigError(f"{FLAG} takes a whole number of processes, at least 1; got {count!r}.")
-    return number, rest
-
-
-def check_processes(config: ml_collections.ConfigDict, task: ModuleType, count: int) -> None:
-    """Refuses to train `config` on `count` > 1 processes when its task
-    does not declare `DATA_PARALLEL = True`, or when `train.batch_size` is not
-    a multiple of `count` (each process trains on an equal share of it).
-
-    **Raises:** [`ConfigError`][sciml.experiment.ConfigError].
-    """
-    if count <= 1:
-        return
-    if getattr(task, "DATA_PARALLEL", False) is not True:
-        raise ConfigError(
-            f"task {config.task} cannot train on {count} processes: it does not declare "
-            "DATA_PARALLEL = True (only tasks that train through "
-            "sciml.experiment.train_experiment or the online trainer split their batches "
-            "over processes; this one runs a loop of its own). Run it on one process "
-            f"(drop {FLAG})."
-        )
-    batch_size = config.get("train", {}).get("batch_size")
-    if batch_size is not None and int(batch_size) % count:
-        raise ConfigError(
-            f"train.batch_size = {batch_size} is not a multiple of {FLAG} {count}: each "
-            f"process trains on an equal share of the batch; choose a batch size divisible "
-            f"by {count} (--config.train.batch_size=...)."
-        )
-
-
-def child_arguments(argv: list[str], workdir: Path) -> list[str]:
-    """The children's arguments: `argv` (without `--processes`) with the run
-    directory fixed to `workdir`, unless `--resume` already names it (a
-    `--workdir` in `argv` is overridden by the last one, its resolved value)."""
-    for arg in argv:  # `--resume` as argparse reads it: any prefix from `--r`
-        name = arg.split("=", 1)[0]
-        if len(name) >= 3 and "--resume".startswith(name):
-            return list(argv)
-    return [*argv, "--workdir", str(workdir)]
-
-
-@contextlib.contextmanager
-def quiet_stdout():
-    """Sends what is written to file descriptor 1 to /dev/null: the first
-    collective of a process connects JAX's CPU collectives (gloo), which
-    announce it on stdout, where only process 0's verdict or `--json` goes."""
-    sys.stdout.flush()
-    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
 
 
 def gpu_share(index: int, count: int, gpus: int) -> str | None:
@@ -159,17 +70,15 @@ def _exit_status(code: int) -> int:
 
 
 def run_processes(
-    argv: list[str], count: int, workdir: Path, *, grace: float = GRACE_SECONDS
+    command: list[str], count: int, workdir: Path, *, grace: float = GRACE_SECONDS
 ) -> int:
-    """Runs `python -m sciml.experiment *argv` as `count` processes training
-    together, and waits for them (see the module's description).
+    """Runs `command` (a program and its arguments) as `count` processes of one
+    run in `workdir`, and waits for them (see the module's description).
 
     **Returns:** 130 when interrupted (SIGINT or SIGTERM), else the exit
     status of a child killed by a signal s from outside (128 + s), else the
     first non-zero exit status of a child, else 0.
     """
-    from sciml.training._processes import ENV_COORDINATOR, ENV_PROCESS_ID, ENV_PROCESSES
-
     received: list[int] = []
 
     def on_signal(signum, frame):
@@ -193,7 +102,6 @@ def run_processes(
             share = gpu_share(index, count, gpus)
             if share is not None:  # a workstation's GPUs, shared out
                 env["JAX_LOCAL_DEVICE_IDS"] = share
-            command = [sys.executable, "-m", "sciml.experiment", *argv]
             children.append(subprocess.Popen(command, env=env, start_new_session=True))
             forwarded.append(0)
         while True:
@@ -220,7 +128,7 @@ def run_processes(
             child.wait()
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-        _reap_simulations(workdir)
+        _reap_left_behind(workdir)
     killed = [i for i, child in enumerate(children) if child.returncode < 0]
     if failed is not None and terminated_at is None and killed:
         # a process killed from outside is the cause, whichever the parent saw
@@ -243,19 +151,13 @@ def _signal_all(children: list[subprocess.Popen], signum: int) -> None:
             child.send_signal(signum)
 
 
-def _reap_simulations(workdir: Path) -> None:
-    """Kills the simulation processes recorded under `workdir/online` that
-    still run (left behind by a killed trainer process)."""
-    online = Path(workdir) / "online"
-    folders = sorted(p for p in online.rglob("jobs") if p.is_dir()) if online.is_dir() else []
-    if not folders:
-        return
-    from sciml.online import LocalLauncher
-
-    killed = sum(len(LocalLauncher().reap_orphans(folder)) for folder in folders)
+def _reap_left_behind(workdir: Path) -> None:
+    """Kills the processes recorded under `workdir` that still run (left
+    behind by a killed child: a trainer's solver processes, say)."""
+    killed = len(reap_all(workdir))
     if killed:
         print(
-            f"killed {killed} simulation process{'es' if killed != 1 else ''} "
-            "left behind by a stopped trainer process.",
+            f"killed {killed} process{'es' if killed != 1 else ''} left behind by a stopped "
+            f"process of the run (recorded under {workdir}).",
             file=sys.stderr,
         )

@@ -23,7 +23,8 @@ import jax
 import ml_collections
 import numpy as np
 
-from sciml.training import FitResult, ProcessGroup, TrainSettings, fit, make_optimizer
+from sciml.distributed import ProcessGroup, is_main_process
+from sciml.training import FitResult, TrainSettings, fit, make_optimizer
 
 from ._config import config_json
 from ._plots import plot_loss
@@ -172,7 +173,7 @@ def train_experiment(
     - `description`: the progress-bar label (default `config.name`).
     - `plots`: whether to write `plots/loss.png` and `experiment.plot`'s plots.
 
-    On several processes (see [`ProcessGroup`][sciml.training.ProcessGroup])
+    On several processes (see [`ProcessGroup`][sciml.distributed.ProcessGroup])
     each trains on its rows of every batch `experiment.batch_fn` returns (so
     the batch size must be a multiple of the process count), and process 0
     alone writes the plots and `train_seconds.json`.
@@ -182,7 +183,7 @@ def train_experiment(
     directory (see [`restore_model`][sciml.training.restore_model]).
     """
     workdir = Path(workdir)
-    main = ProcessGroup.current().main
+    main = is_main_process()
     optimizer = make_optimizer(config.get("optimizer"), experiment.label_fn)
     earlier = _earlier_seconds(workdir)
     start = time.perf_counter()

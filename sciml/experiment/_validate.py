@@ -20,6 +20,7 @@ from typing import Any
 import ml_collections
 
 from .._checks import is_int
+from .._deprecated import renamed_hint
 from ._errors import ConfigError
 
 
@@ -29,23 +30,16 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-#: Config keys of the shipped configs that were renamed: old key -> new key.
-RENAMED_KEYS = {
-    # online studies: the function that runs one simulation (not a "solver",
-    # a word that means four other things in this package)
-    "study.solver": "study.simulation",
-}
-
-
-def did_you_mean_key(node: Any, parents: list[str], part: str) -> str:
+def did_you_mean_key(
+    node: Any, parents: list[str], part: str, renamed: Mapping[str, str] | None = None
+) -> str:
     """The did-you-mean hint for a missing `part` below the keys `parents` of a config
-    (a renamed key names its new name)."""
+    (a key in `renamed`, a task's `{old: new}`, names its new name)."""
     if not isinstance(node, ml_collections.ConfigDict):
         return ""
     prefix = "".join(f"{p}." for p in parents)
-    if prefix + part in RENAMED_KEYS:
-        return f" (renamed: did you mean {RENAMED_KEYS[prefix + part]!r}?)"
-    return did_you_mean(prefix + part, [prefix + str(k) for k in node.keys()])
+    hint = renamed_hint(renamed or {}, prefix + part)
+    return hint or did_you_mean(prefix + part, [prefix + str(k) for k in node.keys()])
 
 
 def config_value(config: ml_collections.ConfigDict, key: str) -> Any:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,11 +13,12 @@ import jax
 import numpy as np
 import optax
 
-from .._checks import check_key, settings_module_only
+from .._checks import check_key
+from .._deprecated import settings_module_only
+from ..distributed import ProcessGroup
 from ._checkpoint import Checkpointer, Extra
 from ._interrupts import deferred_interrupts
 from ._metrics import MetricsWriter
-from ._processes import ProcessGroup
 from ._progress import progress_bar
 from ._settings import TrainSettings, check_settings
 from ._step import LossFn, init_opt_state, make_train_step
@@ -93,34 +91,6 @@ class FitResult:
     key: jax.Array | None = None
     start_step: int = 0
     ended_early: bool = False
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Turns SIGTERM into `KeyboardInterrupt` inside the block (main thread only).
-
-    A cluster sends SIGTERM before it pre-empts a job; training then takes the
-    same graceful path as Ctrl-C (check the pending steps, checkpoint them).
-    Only the first signal interrupts, so the checkpoint that follows is not cut
-    short by a second one. The previous handler is restored on exit.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired = False
-
-    def handler(signum, frame):
-        nonlocal fired
-        if not fired:
-            fired = True
-            raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _resumed_metrics(writer: MetricsWriter, start: int) -> dict[str, float]:
@@ -298,10 +268,10 @@ def fit(
     (its cost is in `docs/benchmarks.md`).
 
     **On several processes** (after
-    [`initialize_processes`][sciml.training.initialize_processes]) every
+    [`initialize_processes`][sciml.distributed.initialize_processes]) every
     process calls `fit` with the same arguments; `batch_fn(step, key)` (the
     same `key` everywhere) returns this process's rows of the global batch
-    ([`ProcessGroup.rows`][sciml.training.ProcessGroup.rows] takes them from
+    ([`ProcessGroup.rows`][sciml.distributed.ProcessGroup.rows] takes them from
     a global batch). The model is replicated on every device of every
     process and each step's gradient is all-reduced, so the run trains as one
     process would on the global batch, within float32 round-off. Before each

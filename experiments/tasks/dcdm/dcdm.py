@@ -56,16 +56,17 @@ from sciml.dcdm import (
     ritz_dataset,
     solve,
 )
+from sciml.distributed import ProcessGroup, is_main_process
 from sciml.experiment import (
     ConfigError,
     Experiment,
+    Task,
     check_config,
     load_run,
     save_figure,
     train_experiment,
 )
 from sciml.solution import RESULTS, result_name
-from sciml.training import ProcessGroup
 from solvers.poisson import (
     FLUID,
     PoissonOperator,
@@ -75,8 +76,6 @@ from solvers.poisson import (
     random_rhs,
 )
 
-
-DATA_PARALLEL = True  # trains through train_experiment; process 0 writes the files
 
 BASELINES = {
     "cg": Identity(),
@@ -348,7 +347,7 @@ def evaluate_scenes(model: Network, config) -> tuple[dict, dict]:
 def train_and_evaluate(config, workdir: Path) -> dict:
     """Trains the network, then compares it with the baselines; see the module docstring."""
     workdir = Path(workdir)
-    main = ProcessGroup.current().main
+    main = is_main_process()
     if main:
         workdir.mkdir(parents=True, exist_ok=True)
     trained = train_experiment(build(config, workdir), config, workdir)
@@ -379,3 +378,6 @@ def validate_config(config) -> None:
     if unknown:
         accepted = ", ".join(repr(m) for m in ("dcdm", *BASELINES))
         raise ConfigError(f"config key 'eval.methods' holds {unknown}; accepted: {accepted}.")
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, data_parallel=True)

@@ -22,6 +22,7 @@ import ml_collections
 import numpy as np
 
 from experiments.tasks.online.online_plots import plot_buffer, plot_validation
+from sciml.distributed import is_main_process
 from sciml.experiment import (
     ConfigError,
     Headline,
@@ -48,7 +49,7 @@ from sciml.online import (
     Study,
     train_online,
 )
-from sciml.training import ProcessGroup, make_optimizer, read_metrics
+from sciml.training import make_optimizer, read_metrics
 
 
 #: The online tasks' closing line: the validation error, beside persistence
@@ -56,6 +57,11 @@ from sciml.training import ProcessGroup, make_optimizer, read_metrics
 ONLINE_HEADLINE = Headline(
     "val_rel_l2", "validation rel. L2", "persistence_rel_l2", "persistence", percent=True
 )
+
+#: The online tasks' renamed config keys: the function a study runs is a
+#: simulation (`study.simulation`), not a "solver", a word that means four
+#: other things in this package.
+ONLINE_RENAMED_KEYS = {"study.solver": "study.simulation"}
 
 
 @dataclasses.dataclass
@@ -108,7 +114,7 @@ def run_online(
         evaluate=surrogate.evaluate,
     )
     seconds = time.perf_counter() - start
-    if ProcessGroup.current().main:  # on several trainer processes, the first one plots
+    if is_main_process():  # on several trainer processes, the first one plots
         plot_dir = workdir / "plots"
         plot_dir.mkdir(parents=True, exist_ok=True)
         plot_loss(
@@ -306,13 +312,7 @@ def validate_online_config(config) -> None:
 
 
 def _check_simulation(study: ml_collections.ConfigDict) -> None:
-    """`study.simulation` names an importable callable `package.module.function`
-    (the key was `study.solver` before)."""
-    if "solver" in study:
-        raise ConfigError(
-            "config key 'study.solver' was renamed 'study.simulation' (the dotted path of "
-            "the function that runs one simulation); did you mean 'study.simulation'?"
-        )
+    """`study.simulation` names an importable callable `package.module.function`."""
     path = study.get("simulation")
     module_name, _, function = str(path).rpartition(".")
     if not isinstance(path, str) or not module_name:

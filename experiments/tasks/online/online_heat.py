@@ -20,13 +20,14 @@ import numpy as np
 
 from experiments.tasks.online.online_common import (
     ONLINE_HEADLINE,
+    ONLINE_RENAMED_KEYS,
     Surrogate,
     online_train_and_evaluate,
     validate_online_config,
 )
 from experiments.tasks.online.online_plots import Panel, plot_panels
 from sciml._checks import check_choice
-from sciml.experiment import check_config, save_figure
+from sciml.experiment import Task, check_config, save_figure
 from sciml.online import Study
 from sciml.operators import relative_lp_loss
 
@@ -121,8 +122,6 @@ def surrogate(config, study: Study) -> Surrogate:
 
 
 train_and_evaluate = online_train_and_evaluate(surrogate)
-HEADLINE = ONLINE_HEADLINE
-DATA_PARALLEL = True  # trains through run_online: `--processes N` runs N trainer ranks
 
 
 def validate_config(config) -> None:
@@ -137,3 +136,12 @@ def validate_config(config) -> None:
         ),
         choices={"train.loss": ("mse", "l2")},
     )
+
+
+TASK = Task(
+    train_and_evaluate,
+    validate=validate_config,
+    headline=ONLINE_HEADLINE,
+    data_parallel=True,
+    renamed_keys=ONLINE_RENAMED_KEYS,
+)

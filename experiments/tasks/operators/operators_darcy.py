@@ -23,11 +23,7 @@ from experiments.tasks.operators.operators_common import (
     build_experiment,
     validate_operator_config,
 )
-from sciml.experiment import Experiment, Headline, train_experiment
-
-
-HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
+from sciml.experiment import Experiment, Headline, Task, train_experiment
 
 
 @functools.lru_cache(maxsize=4)
@@ -75,3 +71,12 @@ def train_and_evaluate(config, workdir) -> dict:
 def validate_config(config) -> None:
     """Data and model sizes and choices, checked by the runner before anything is written."""
     validate_operator_config(config)
+
+
+TASK = Task(
+    train_and_evaluate,
+    validate=validate_config,
+    headline=Headline("test_rel_l2", "test rel. L2", percent=True),
+    data_parallel=True,
+    build=build,
+)
