@@ -25,8 +25,11 @@ from ._solvers import (
     _residual_and_finite,
     _Tolerance,
     _tolerance,
+    initial_guess,
     shift,
+    window_result,
 )
+from ._structure import structure_error
 
 
 class Newton(AbstractSolver):
@@ -89,6 +92,46 @@ class Newton(AbstractSolver):
 
     def tolerance(self, dtype) -> _Tolerance:
         return _tolerance(self.rtol, self.atol, dtype)
+
+    def window_steps(self) -> int | None:
+        return self.window
+
+    def linear_method(self) -> AbstractScanMethod:
+        return self.linear
+
+    def start(self, fn, h0, xs, guess):
+        """The first iterate: `guess`, or the one `self.guess` names."""
+        return initial_guess(self.guess, fn, h0, xs) if guess is None else guess
+
+    def checked(self, fn, h0, xs, structure, guess):
+        """With `check_structure`, `h0` raising (under `jit` too) when the cell's
+        Jacobian at the first iterate is not `structure`."""
+        if not self.check_structure:
+            return h0
+        error = structure_error(fn, structure, shift(h0, self.start(fn, h0, xs, guess)), xs)
+        return eqx.error_if(
+            h0,
+            ~(error <= 1e3 * jnp.finfo(h0.dtype).eps),
+            f"solve_recurrence: the cell's Jacobian is not {structure} "
+            "(check_structure=True); declare the structure it has (Dense() always works).",
+        )
+
+    def solve_window(self, fn, h0, xs, structure, guess):
+        """Newton alone: the last finite iterate, flagged unless it converged."""
+        tolerance = self.tolerance(h0.dtype)
+        guess = self.start(fn, h0, xs, guess)
+        iterations, hs, res, result = self.iterate(fn, h0, xs, structure, guess, tolerance)
+        done = result == RESULTS.successful
+        return window_result(
+            hs,
+            res,
+            tolerance,
+            result == RESULTS.recurrence_nonfinite,
+            iterations=iterations,
+            newton_converged=done,
+            fallback=jnp.zeros_like(done),
+            fallback_iterations=jnp.array(0, jnp.int32),
+        )
 
     def iterate(self, fn, h0, xs, structure, guess, tolerance):
         """Newton iterations from `guess`; returns `(iterations, hs, residual, result)`.

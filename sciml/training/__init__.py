@@ -15,15 +15,13 @@ from ._checkpoint import (
     restore_model as restore_model,
 )
 from ._chunked import ChunkedRun as ChunkedRun
-from ._fit import (
+from ._errors import (
     EndOfData as EndOfData,
-    ExtraState as ExtraState,
-    FitResult as FitResult,
     NonFiniteBatchError as NonFiniteBatchError,
     NonFiniteLossError as NonFiniteLossError,
     ResumePastEndError as ResumePastEndError,
-    fit as fit,
 )
+from ._fit import ExtraState as ExtraState, FitResult as FitResult, fit as fit
 from ._memory import peak_memory_bytes as peak_memory_bytes
 from ._metrics import MetricsWriter as MetricsWriter, read_metrics as read_metrics
 from ._optim import make_optimizer as make_optimizer, make_schedule as make_schedule
