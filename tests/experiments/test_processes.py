@@ -20,8 +20,8 @@ import jax
 import numpy as np
 import pytest
 
-from sciml.experiment import ConfigError, load_run, main
 from sciml.distributed import GRACE_SECONDS, gpu_share
+from sciml.experiment import ConfigError, load_run, main
 from sciml.experiment._cli import child_arguments, split_processes
 from sciml.training import restore_model
 

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from sciml.online import FIFO, ParameterSpace, SampleStream, Study, train_online
 from sciml.distributed import initialize_processes, is_main_process
+from sciml.online import FIFO, ParameterSpace, SampleStream, Study, train_online
 from sciml.training import TrainSettings
 
 

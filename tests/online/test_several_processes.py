@@ -25,9 +25,9 @@ import pytest
 
 from sciml.distributed import PROCESSES_FILE, ProcessGroup, start_time
 from sciml.online import FIFO, RunTable, Study, run_seed, train_online
-from sciml.online._shared import merged_monitor, merged_summary, process_folder
 from sciml.online._runs import FAILED
 from sciml.online._sampler import LatinHypercube, MonteCarlo, ParameterSpace
+from sciml.online._shared import merged_monitor, merged_summary, process_folder
 from sciml.training import TrainSettings
 
 from .processes_trainer import N_RUNS, N_STEPS, PROCESSES
