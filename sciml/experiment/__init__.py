@@ -45,5 +45,9 @@ from ._statistics import (
     paired_difference as paired_difference,
 )
 from ._task import Task as Task, resolve_task as resolve_task, task_name as task_name
-from ._validate import check_choice as check_choice, check_config as check_config
+from ._validate import (
+    build_block as build_block,
+    check_choice as check_choice,
+    check_config as check_config,
+)
 from ._verdict import Headline as Headline

@@ -92,11 +92,7 @@ def train_settings(config: ml_collections.ConfigDict, **settings: Any) -> TrainS
     `train.checkpoint_every`, `train.keep_checkpoints`, and `train.progress`,
     `train.check_batch` if set), with `settings` (such as `workdir=`) added."""
     train = config.train
-    values = {
-        name: (int if kind == "int" else bool)(train[name])
-        for name, kind in _CONFIG_SETTINGS.items()
-        if name in train
-    }
+    values = {name: train[name] for name in _CONFIG_SETTINGS if name in train}
     return TrainSettings(**{**values, **settings})
 
 

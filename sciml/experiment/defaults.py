@@ -33,6 +33,15 @@ from sciml.training._settings import field_defaults
 from ._standard import _CONFIG_SETTINGS
 
 
+def class_defaults(cls: type, *names: str) -> dict[str, Any]:
+    """`{name: default}` of the fields `names` of a settings class (a
+    dataclass or an Equinox module, such as `sciml.online.Study`): a config
+    block takes its defaults from the class that checks them, written there
+    only."""
+    defaults = field_defaults(cls)
+    return {name: defaults[name] for name in names}
+
+
 def train_block(
     steps: int | ml_collections.FieldReference,
     *,

@@ -25,7 +25,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .._checks import check_positive_int
+from .._checks import check_int, check_positive_int, check_real
 from ..transport import import_simulation, simulate
 from ._runs import run_seed
 from ._sampler import AbstractSampler, MonteCarlo, ParameterSpace
@@ -104,11 +104,9 @@ class Study:
             raise TypeError(f"`space` must be a ParameterSpace, got {type(self.space).__name__}.")
         names = ("n_runs", "n_steps", "concurrency", "runs_per_job", "max_attempts", "n_validation")
         for name in names:
-            check_positive_int(name, getattr(self, name))
-        if not self.timeout > 0:
-            raise ValueError(
-                f"`timeout` must be a positive number of seconds, got {self.timeout!r}."
-            )
+            check_int(name, getattr(self, name), minimum=1)
+        check_real("timeout", self.timeout, positive=True)
+        check_real("start_timeout", self.start_timeout, minimum=0)
         try:
             json.dumps(self.settings)
         except TypeError as error:
