@@ -24,11 +24,12 @@ import ml_collections
 import numpy as np
 
 from sciml.distributed import ProcessGroup, is_main_process
-from sciml.training import FitResult, TrainSettings, fit, make_optimizer
+from sciml.training import FitResult, fit, make_optimizer
 
 from ._config import config_json
 from ._plots import plot_loss
 from ._task import task_name
+from ._validate import train_settings
 
 
 @dataclasses.dataclass
@@ -79,23 +80,6 @@ def count_params(model: Any) -> int:
 # The `config.train` keys that are training settings (`TrainSettings` fields
 # holding a plain number or flag); `train.batch_size`, `train.loss`, ... are
 # the task's.
-_CONFIG_SETTINGS = {
-    field.name: field.type
-    for field in dataclasses.fields(TrainSettings)
-    if field.type in ("int", "bool")
-}
-
-
-def train_settings(config: ml_collections.ConfigDict, **settings: Any) -> TrainSettings:
-    """The [`TrainSettings`][sciml.training.TrainSettings] that `config.train`
-    holds (`train.steps`, `train.log_every`, `train.eval_every`,
-    `train.checkpoint_every`, `train.keep_checkpoints`, and `train.progress`,
-    `train.check_batch` if set), with `settings` (such as `workdir=`) added."""
-    train = config.train
-    values = {name: train[name] for name in _CONFIG_SETTINGS if name in train}
-    return TrainSettings(**{**values, **settings})
-
-
 def fingerprint(config: ml_collections.ConfigDict, **extra: str) -> dict[str, str]:
     """Names a run's checkpoints, so another experiment's are never loaded.
 

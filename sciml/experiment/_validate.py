@@ -14,6 +14,7 @@ and leaves nothing on disk.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import numbers
 import re
@@ -24,6 +25,7 @@ import ml_collections
 
 from .._checks import is_int
 from .._deprecated import renamed_hint
+from ..training import TrainSettings
 from ._errors import ConfigError
 
 
@@ -145,13 +147,29 @@ def build_block(config: ml_collections.ConfigDict, block: str, build: Callable[[
         raise ConfigError(head + rest) from None
 
 
+#: The `TrainSettings` a config's `train` block holds: its numbers and flags.
+CONFIG_SETTINGS = {
+    field.name: field.type
+    for field in dataclasses.fields(TrainSettings)
+    if field.type in ("int", "bool")
+}
+
+
+def train_settings(config: ml_collections.ConfigDict, **settings: Any) -> TrainSettings:
+    """The [`TrainSettings`][sciml.training.TrainSettings] that `config.train`
+    holds (`train.steps`, `train.log_every`, `train.eval_every`,
+    `train.checkpoint_every`, `train.keep_checkpoints`, and `train.progress`,
+    `train.check_batch` if set), with `settings` (such as `workdir=`) added."""
+    train = config.train
+    values = {name: train[name] for name in CONFIG_SETTINGS if name in train}
+    return TrainSettings(**{**values, **settings})
+
+
 def check_shared_blocks(config: ml_collections.ConfigDict) -> None:
     """The `train.*` and `optimizer.*` blocks, checked by building the
     [`TrainSettings`][sciml.training.TrainSettings] and
     [`OptimizerSettings`][sciml.training.OptimizerSettings] they describe."""
     from sciml.training._optim import optimizer_settings
-
-    from ._standard import train_settings
 
     build_block(config, "train", lambda: train_settings(config))
     if "batch_size" in config.train:
