@@ -19,6 +19,9 @@ import numpy as np
 from sciml.experiment import Experiment, Headline, Task, check_config, save_figure, train_experiment
 
 
+HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
+
+
 def heat_data(key, n: int, resolution: int, n_modes: int, diffusivity: float, t_final: float):
     """`n` pairs `(u0, u(T))`, each of shape `(n, resolution)`, exact to round-off."""
     x = jnp.arange(resolution) / resolution
@@ -118,9 +121,5 @@ def validate_config(config) -> None:
 
 
 TASK = Task(
-    train_and_evaluate,
-    validate=validate_config,
-    headline=Headline("test_rel_l2", "test rel. L2", percent=True),
-    data_parallel=True,
-    build=build,
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
 )

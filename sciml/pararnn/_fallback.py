@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..recurrence import AbstractScanMethod
-from ..solution import RESULTS
 from ._newton import Newton
-from ._solvers import AbstractBackup, AbstractSolver, window_result
+from ._solvers import AbstractBackup, AbstractSolver
 
 
 class Fallback(AbstractSolver):
@@ -40,24 +39,4 @@ class Fallback(AbstractSolver):
         return self.primary.checked(fn, h0, xs, structure, guess)
 
     def solve_window(self, fn, h0, xs, structure, guess):
-        """Newton's iterations; where they did not converge the backup runs
-        from the last finite iterate, with Newton's tolerance, and its states
-        decide the result."""
-        newton = self.primary
-        tolerance = newton.tolerance(h0.dtype)
-        guess = newton.start(fn, h0, xs, guess)
-        iterations, hs, res, result = newton.iterate(fn, h0, xs, structure, guess, tolerance)
-        done = result == RESULTS.successful
-        hs, res, backup_iterations = self.backup.recover(
-            fn, h0, xs, structure, hs, res, done, tolerance
-        )
-        return window_result(
-            hs,
-            res,
-            tolerance,
-            result == RESULTS.recurrence_nonfinite,
-            iterations=iterations,
-            newton_converged=done,
-            fallback=~done,
-            fallback_iterations=backup_iterations,
-        )
+        return self.primary.solve_with_backup(fn, h0, xs, structure, guess, self.backup)

@@ -118,10 +118,22 @@ class Newton(AbstractSolver):
 
     def solve_window(self, fn, h0, xs, structure, guess):
         """Newton alone: the last finite iterate, flagged unless it converged."""
+        return self.solve_with_backup(fn, h0, xs, structure, guess, None)
+
+    def solve_with_backup(self, fn, h0, xs, structure, guess, backup):
+        """Newton's iterations; where they did not converge, `backup`
+        (`Sequential()` or `DampedNewton(...)`; None: none) runs from the
+        last finite iterate with Newton's tolerance, and its states decide."""
         tolerance = self.tolerance(h0.dtype)
         guess = self.start(fn, h0, xs, guess)
         iterations, hs, res, result = self.iterate(fn, h0, xs, structure, guess, tolerance)
         done = result == RESULTS.successful
+        fallback, fallback_iterations = jnp.zeros_like(done), jnp.array(0, jnp.int32)
+        if backup is not None:
+            hs, res, fallback_iterations = backup.recover(
+                fn, h0, xs, structure, hs, res, done, tolerance
+            )
+            fallback = ~done
         return window_result(
             hs,
             res,
@@ -129,8 +141,8 @@ class Newton(AbstractSolver):
             result == RESULTS.recurrence_nonfinite,
             iterations=iterations,
             newton_converged=done,
-            fallback=jnp.zeros_like(done),
-            fallback_iterations=jnp.array(0, jnp.int32),
+            fallback=fallback,
+            fallback_iterations=fallback_iterations,
         )
 
     def iterate(self, fn, h0, xs, structure, guess, tolerance):

@@ -26,6 +26,7 @@ from sciml.distributed import is_main_process
 from sciml.experiment import (
     ConfigError,
     Headline,
+    Task,
     build_block,
     check_config,
     config_json,
@@ -139,6 +140,23 @@ def online_train_and_evaluate(build: Callable[[ml_collections.ConfigDict, Study]
         return run_online(config, Path(workdir), build)[1]
 
     return train_and_evaluate
+
+
+def online_task(
+    build: Callable[[ml_collections.ConfigDict, Study], Surrogate],
+    validate: Callable[[ml_collections.ConfigDict], None],
+) -> Task:
+    """The [`Task`][sciml.experiment.Task] of an online study of `build`'s
+    surrogate: one [`run_online`][experiments.tasks.online_common.run_online],
+    judged by the online headline, on one or several trainer processes, with
+    the online tasks' renamed key."""
+    return Task(
+        online_train_and_evaluate(build),
+        validate=validate,
+        headline=ONLINE_HEADLINE,
+        data_parallel=True,
+        renamed_keys=ONLINE_RENAMED_KEYS,
+    )
 
 
 def sampler_from_config(cfg: ml_collections.ConfigDict, n_runs: int, seed: int):

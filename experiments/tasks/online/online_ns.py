@@ -18,10 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks.online.online_common import (
-    ONLINE_HEADLINE,
-    ONLINE_RENAMED_KEYS,
     Surrogate,
-    online_train_and_evaluate,
+    online_task,
     validate_online_config,
 )
 from experiments.tasks.online.online_plots import Panel, plot_panels
@@ -31,7 +29,7 @@ from experiments.tasks.operators.operators_common import (
     validate_operator_config,
 )
 from sciml._checks import check_choice
-from sciml.experiment import Task, check_config, save_figure
+from sciml.experiment import check_config, save_figure
 from sciml.online import Study
 from sciml.operators import h1_loss, relative_lp_loss
 
@@ -127,9 +125,6 @@ def surrogate(config, study: Study) -> Surrogate:
     )
 
 
-train_and_evaluate = online_train_and_evaluate(surrogate)
-
-
 def validate_config(config) -> None:
     """The online blocks, the TFNO's `model` block and the loss, checked by the
     runner before anything is written."""
@@ -138,10 +133,4 @@ def validate_config(config) -> None:
     check_config(config, choices={"train.loss": ("h1", "l2")})
 
 
-TASK = Task(
-    train_and_evaluate,
-    validate=validate_config,
-    headline=ONLINE_HEADLINE,
-    data_parallel=True,
-    renamed_keys=ONLINE_RENAMED_KEYS,
-)
+TASK = online_task(surrogate, validate_config)

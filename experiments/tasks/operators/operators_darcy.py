@@ -26,6 +26,9 @@ from experiments.tasks.operators.operators_common import (
 from sciml.experiment import Experiment, Headline, Task, train_experiment
 
 
+HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
+
+
 @functools.lru_cache(maxsize=4)
 def darcy_data(n_train: int, n_test: int, resolution: int, seed: int, super_resolution: bool):
     """Train / test sets (and the 2s−1 test set) as `(n, 1, s, s)` numpy arrays."""
@@ -74,9 +77,5 @@ def validate_config(config) -> None:
 
 
 TASK = Task(
-    train_and_evaluate,
-    validate=validate_config,
-    headline=Headline("test_rel_l2", "test rel. L2", percent=True),
-    data_parallel=True,
-    build=build,
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
 )

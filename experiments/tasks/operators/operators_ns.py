@@ -25,6 +25,9 @@ from experiments.tasks.operators.operators_common import (
 from sciml.experiment import ConfigError, Experiment, Headline, Task, check_config, train_experiment
 
 
+HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
+
+
 @functools.lru_cache(maxsize=4)
 def ns_data(
     n_train: int,
@@ -132,9 +135,5 @@ def check_subsample(config) -> None:
 
 
 TASK = Task(
-    train_and_evaluate,
-    validate=validate_config,
-    headline=Headline("test_rel_l2", "test rel. L2", percent=True),
-    data_parallel=True,
-    build=build,
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
 )

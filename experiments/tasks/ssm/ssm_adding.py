@@ -4,6 +4,9 @@ from experiments.tasks.ssm.ssm_common import sequence_experiment, validate_seque
 from sciml.experiment import Headline, Task, train_experiment
 
 
+HEADLINE = Headline("test_mse", "test MSE")
+
+
 def build(config):
     return sequence_experiment(config, "adding")
 
@@ -18,9 +21,5 @@ def validate_config(config):
 
 
 TASK = Task(
-    train_and_evaluate,
-    validate=validate_config,
-    headline=Headline("test_mse", "test MSE"),
-    data_parallel=True,
-    build=build,
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
 )
