@@ -13,7 +13,7 @@ that a release can drop what it promised to drop by reading one file.
 | `sciml.training.sigterm_as_interrupt` (`fit` handles SIGTERM itself): `REMOVED` | 0.1.0 | 0.2.0 |
 | a task module's `DATA_PARALLEL`, `HEADLINE`, `validate_config` without a `TASK`: `refuse_old_task_protocol` | 0.1.0 | 0.2.0 |
 | a task's renamed config keys (`study.solver` -> `study.simulation`, declared by the online tasks): `refuse_renamed_keys` | 0.1.0 | 0.2.0 |
-| `online/rank-<r>/` folders of runs written before "process" was the word: `sciml.online`'s `process_folder` | 0.1.0 | 0.2.0 |
+| `online/rank-<r>/` folders of runs written before "process" was the word: `rank_folder` | 0.1.0 | 0.2.0 |
 
 Imports the standard library only.
 """
@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -147,3 +148,10 @@ def refuse_renamed_keys(config: Any, renamed: Mapping[str, str], error: type[Exc
 def renamed_hint(renamed: Mapping[str, str], key: str) -> str:
     """The hint for an unknown config `key` that a task renamed, or `""`."""
     return f" (renamed: did you mean {renamed[key]!r}?)" if key in renamed else ""
+
+
+def rank_folder(online: Path, index: int) -> Path | None:
+    """The `online/rank-<index>` folder of a run written before a trainer
+    process was called a process (it resumes there), or None."""
+    old = Path(online) / f"rank-{index}"
+    return old if old.is_dir() else None

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._deprecated import rank_folder
 from ..distributed import ProcessGroup
 from ._study import Study, validation_runs
 
@@ -34,8 +35,7 @@ def process_folder(online: Path, index: int) -> Path:
     """The folder of trainer process `index` under a run's `online/` folder:
     `process-<index>`, or `rank-<index>` where a run written before the
     rename has it (so that run resumes where it was)."""
-    old = Path(online) / f"rank-{index}"
-    return old if old.is_dir() else Path(online) / f"process-{index}"
+    return rank_folder(online, index) or Path(online) / f"process-{index}"
 
 
 def shared_validation(
