@@ -42,6 +42,8 @@ def optimizer_settings(config: OptimizerSettings | ConfigLike | None) -> Optimiz
     if unknown:
         raise ValueError(f"Unknown optimizer keys {unknown}; accepted keys: {sorted(DEFAULTS)}.")
     groups = {label: _as_dict(group) for label, group in _as_dict(values.get("groups")).items()}
+    if isinstance(values.get("boundaries"), list):  # a config saved as JSON holds a list
+        values["boundaries"] = tuple(values["boundaries"])
     return OptimizerSettings(**{**values, "groups": groups})
 
 
