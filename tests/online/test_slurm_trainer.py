@@ -50,7 +50,7 @@ def for_the_test_cluster(script: str, tmp_path: Path) -> str:
 
 
 @pytest.mark.slow
-def test_the_docs_example_trains_on_2_ranks_beside_its_solver_jobs(cluster, tmp_path):
+def test_the_docs_example_trains_on_2_processes_beside_their_solver_jobs(cluster, tmp_path):
     script = tmp_path / "trainer.sh"
     script.write_text(for_the_test_cluster(docs_example(), tmp_path))
     # the job gets this environment (sbatch's --export=ALL) but, as a user's
