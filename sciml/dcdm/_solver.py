@@ -24,6 +24,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._checks import check_positive_int
+from .._deprecated import refuse_direction_fn
 from ..solution import RESULTS
 from ._iteration import check_inputs, iterate
 from ._precision import check_tolerance
@@ -166,14 +167,7 @@ class DCDM(lx.AbstractLinearSolver):
     refresh_every: int | None = eqx.field(static=True, default=None)
 
     def __new__(cls, *args: Any, **kwargs: Any):
-        # the direction generator where it used to go: DCDM(f, ...), DCDM(direction_fn=f)
-        if "direction_fn" in kwargs or (args and callable(args[0])):
-            raise TypeError(
-                "DCDM holds settings only; the direction generator travels beside it: "
-                "solve(apply_A, b, direction_fn, DCDM(rtol=...)), or "
-                "lx.linear_solve(operator, b, DCDM(rtol=...), options={'direction_fn': "
-                "direction_fn})."
-            )
+        refuse_direction_fn(args, kwargs)
         return super().__new__(cls)
 
     def __check_init__(self):

@@ -167,6 +167,16 @@ def _check_state(state: BufferState, capacity: int) -> None:
         )
 
 
+def check_watermark(watermark: int, capacity: int) -> None:
+    """A watermark: an integer in `[0, capacity]` (reads wait for that many samples)."""
+    check_int("watermark", watermark, minimum=0)
+    if watermark > capacity:
+        raise ValueError(
+            f"`watermark` ({watermark}) must be at most `capacity` ({capacity}): reads start "
+            "once the buffer holds that many samples."
+        )
+
+
 def _check_batch_size(batch_size: int, capacity: int, min_new_per_batch: int) -> None:
     check_positive_int("batch_size", batch_size)
     if batch_size > capacity:
@@ -224,7 +234,7 @@ class AbstractBuffer(abc.ABC):
     watermark: int
 
     def __post_init__(self):  # the dataclass `__init__` of each final buffer calls it
-        check_positive_int("capacity", self.capacity)
+        check_int("capacity", self.capacity, minimum=1)
         check_int("min_new_per_batch", self.min_new_per_batch, minimum=0, maximum=self.capacity)
         self._check_policy()
 
@@ -468,8 +478,8 @@ class FIRO(AbstractBuffer):
     min_new_per_batch: int = 0
 
     def _check_policy(self):
-        check_positive_int("reads", self.reads)
-        check_int("watermark", self.watermark, minimum=0, maximum=self.capacity)
+        check_int("reads", self.reads, minimum=1)
+        check_watermark(self.watermark, self.capacity)
 
     def _started(self, state, ended):
         return ended or _size(state) >= self.watermark

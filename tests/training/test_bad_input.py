@@ -193,7 +193,7 @@ def test_optimizer_passed_as_a_dict(untyped):
         ({"name": "sgd", "nesterov": "yes"}, "nesterov"),
     ],
 )
-def test_make_optimizer_names_the_bad_key(config, key):
+def test_make_optimizer_names_the_bad_key(config, key, untyped):
     with pytest.raises(ValueError, match=rf"`optimizer.{key}`"):
         make_optimizer(config)
 
@@ -234,7 +234,7 @@ def test_settings_are_required_and_a_settings_object(untyped):
         fit(model, loss_fn, batch_fn, **common)
     with pytest.raises(TypeError, match="`settings` must be a `TrainSettings`"):
         fit(model, loss_fn, batch_fn, settings={"steps": 2}, **common)
-    with pytest.raises(ValueError, match="`log_every` must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="`log_every` must be an integer >= 1, got 0"):
         TrainSettings(steps=2, log_every=0)
 
 

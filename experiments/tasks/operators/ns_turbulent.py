@@ -62,6 +62,7 @@ from experiments.tasks.operators.operators_table import (
 )
 from sciml.experiment import (
     ConfigError,
+    Task,
     check_config,
     choose_on_grid,
     count_params,
@@ -77,7 +78,6 @@ PAIRED_METRICS = ("train_rel_l2", "train_rel_h1", "test_rel_l2", "test_rel_h1")
 # the baseline overfits when its final training H1 error is below this
 # fraction of its test H1 error on every seed (fixed before the runs)
 OVERFIT_RATIO = 0.7
-DATA_PARALLEL = True  # every model trains through train_experiment; process 0 writes the files
 
 
 def radial_spectrum(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -548,3 +548,6 @@ def validate_config(config) -> None:
                 f"of the {max(config.train_sizes)} training samples to train on; accepted: "
                 "fewer than the largest of config.train_sizes."
             )
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, data_parallel=True)

@@ -22,11 +22,10 @@ from experiments.tasks.operators.operators_common import (
     build_experiment,
     validate_operator_config,
 )
-from sciml.experiment import ConfigError, Experiment, Headline, check_config, train_experiment
+from sciml.experiment import ConfigError, Experiment, Headline, Task, check_config, train_experiment
 
 
 HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 @functools.lru_cache(maxsize=4)
@@ -133,3 +132,8 @@ def check_subsample(config) -> None:
             f"config.data.subsample: {k} does not divide config.data.resolution = {s}; "
             f"accepted: a divisor of {s}."
         )
+
+
+TASK = Task(
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
+)

@@ -55,14 +55,16 @@ from experiments.tasks.operators.operators_common import (
     validate_operator_config,
 )
 from experiments.tasks.operators.operators_ns import data_from_config, experiment
+from sciml.distributed import ProcessGroup, is_main_process
 from sciml.experiment import (
+    Task,
     check_config,
     count_params,
     readable_log_ticks,
     save_figure,
     train_experiment,
 )
-from sciml.training import ProcessGroup, make_optimizer
+from sciml.training import make_optimizer
 
 
 SPEC = re.compile(
@@ -70,7 +72,6 @@ SPEC = re.compile(
     r"(?P<kind>dense|cp|tucker|tt|joint)(?::(?P<rank>[\d.e-]+))?(?:@(?P<lr>[\d.e+-]+))?$"
 )
 METRICS = ("test_rel_l2", "test_rel_h1", "test_rel_l2_2x", "test_rel_h1_2x")
-DATA_PARALLEL = True  # every model trains through train_experiment; process 0 writes the files
 
 
 def parse_spec(spec: str, base: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -280,7 +281,7 @@ def train_and_evaluate(config, workdir: Path) -> dict:
     for spec in specs:
         model_dir = Path(workdir) / "models" / spec.replace(":", "-")
         rows[spec] = train_model(config, spec, data, model_dir)
-    if ProcessGroup.current().main:
+    if is_main_process():
         (Path(workdir) / "table.md").write_text(markdown_table(rows, dense_params))
         compression = plot_compression(rows, title=str(config.name))
         save_figure(compression, Path(workdir) / "plots" / "compression.png")
@@ -295,3 +296,6 @@ def validate_config(config) -> None:
     """Data and model sizes and choices, checked by the runner before anything is written."""
     validate_operator_config(config)
     check_config(config, positive_numbers=("data.dt", "data.t_final", "data.viscosity"))
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, data_parallel=True)

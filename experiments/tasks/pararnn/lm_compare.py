@@ -58,6 +58,7 @@ from experiments.tasks.pararnn.transformer import CausalTransformer
 from sciml.experiment import (
     ConfigError,
     Experiment,
+    Task,
     check_config,
     choose_on_grid,
     paired_difference,
@@ -76,7 +77,6 @@ LABELS = {
     "transformer": "causal Transformer",
     "s5": "S5 state-space model",
 }
-DATA_PARALLEL = True  # every run trains through train_experiment
 
 
 class OneHotSequenceModel(eqx.Module):
@@ -366,3 +366,6 @@ def validate_config(config) -> None:
         + tuple(f"model.{f}.{k}" for f in models for k in config.model[f]),
         positive_numbers=("data.val_fraction", "comparable_bpc"),
     )
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, data_parallel=True)

@@ -47,7 +47,14 @@ import numpy as np
 import optax
 
 from experiments.tasks.ssm.ssm_plots import plot_accuracy
-from sciml.experiment import ConfigError, Experiment, check_config, save_figure, train_experiment
+from sciml.experiment import (
+    ConfigError,
+    Experiment,
+    Task,
+    check_config,
+    save_figure,
+    train_experiment,
+)
 from sciml.ssm import (
     S4D,
     S5,
@@ -56,9 +63,6 @@ from sciml.ssm import (
     plot_convergence,
     transfer_distance,
 )
-
-
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 # name: (layer, its init options); an S4D's options are also `diagonal_system`'s
@@ -278,3 +282,6 @@ def validate_config(config) -> None:
         ),
         positive_numbers=("model.dt_min", "model.dt_max"),
     )  # fmt: skip
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, data_parallel=True)
