@@ -216,7 +216,9 @@ def sweep_one(config, family: str, train, windows, folder: Path) -> dict:
     try:
         return train_one(config, family, train, windows, folder)
     except (NonFiniteLossError, eqx.EquinoxRuntimeError) as error:
-        row = {"val_bpc": math.inf, "diverged": str(error).strip().splitlines()[0][:300]}
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        reason = next((line for line in lines if "finite" in line.lower()), lines[0])
+        row = {"val_bpc": math.inf, "diverged": reason[:300]}
         if ProcessGroup.current().main:
             (folder / "result.json").write_text(json.dumps(row, indent=2) + "\n")
         return row
