@@ -142,7 +142,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
 # paper's MG-TFNO (2 levels, padding 1/16: 7.1× smaller tiles, with one Tucker
 # tensor for all layers: 158×), each with the learning rate chosen for it by
 # `:paper64_sweep` (docs/results.md has the sweep's table)
-PAPER_MODELS = ("dense@0.008", "joint:0.001@0.008", "mg2-p16-joint:0.001@0.008")
+PAPER_MODELS = ("dense@0.004", "joint:0.001@0.016", "mg2-p16-joint:0.001@0.008")
 
 
 def paper(config: ml_collections.ConfigDict) -> None:
