@@ -446,7 +446,7 @@ def online_ingestion(smoke: bool, clock: Clock) -> None:
             config.train.checkpoint_every = 1000
         with tempfile.TemporaryDirectory() as workdir:
             (Path(workdir) / "plots").mkdir()
-            summary = task.train_and_evaluate(config, workdir)
+            summary = task.TASK.train_and_evaluate(config, workdir)
         seconds = summary["train_seconds"]
         emit(
             {

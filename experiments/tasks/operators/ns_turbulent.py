@@ -255,14 +255,20 @@ def plot_compression(tables: dict[int, dict[str, dict]], axes=None):
 
     if axes is None:
         _, axes = plt.subplots(
-            1, len(tables), figsize=(4.2 * len(tables), 3.8), squeeze=False, sharey=True
+            1,
+            len(tables),
+            figsize=(max(4.2 * len(tables), 6.4), 4.6),
+            squeeze=False,
+            sharey=True,
+            layout="constrained",
         )
         axes = axes[0]
     for ax, (n, rows) in zip(axes, tables.items(), strict=True):
         plot_errors_against_size(ax, rows)
         ax.set_title(f"{n:,} training samples")
-    axes[-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    axes[-1].figure.tight_layout()
+    # below the panels, where a model's long label cannot squeeze them to nothing
+    handles, labels = axes[-1].get_legend_handles_labels()
+    axes[-1].figure.legend(handles, labels, fontsize=7, loc="outside lower center")
     return axes
 
 
