@@ -337,7 +337,7 @@ def _insr_scene(name: str, smoke: bool):
     if not smoke:
         config.solver.n_points = n_points
     if name == "stretch":
-        config.problem.scene = "stretch"
+        config.problem.scene = "roller_stretch"
     config.initial.max_steps = min(int(config.initial.max_steps), 10)
     built = task.build(config)
     if name == "stretch":
