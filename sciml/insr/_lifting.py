@@ -50,10 +50,11 @@ def boundary_lift(
     out = []
     for c in range(2):
         fixing = [k for k in constraints if fixes(k)[c]]
-        values = jnp.asarray([_prescribed(k, c) for k in fixing], x.dtype)
-        if not fixing or not jnp.any(values != 0):
+        prescribed = [_prescribed(k, c) for k in fixing]
+        if not any(prescribed):
             out.append(jnp.zeros((), x.dtype))
             continue
+        values = jnp.asarray(prescribed, x.dtype)
         phi = jnp.stack([jnp.abs(component_distances(k, lower, upper, x)[c]) for k in fixing])
         # w_i ∝ Π_{j≠i} φ_j, zero on every constraint but i
         weights = jnp.stack([jnp.prod(jnp.delete(phi, i)) for i in range(len(fixing))])
