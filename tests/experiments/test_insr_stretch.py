@@ -24,7 +24,9 @@ def test_tiny_config_runs_and_resumes_without_solving_again(tmp_path):
             assert np.isfinite(row[key]) and row[key] >= 0, (name, key)
         assert row["bytes"] > 0
     assert on_disk["insr"]["bytes"] == 4 * 114  # the SIREN 1×8 alone, not its load scale
-    assert on_disk["verdict"] in {"below P1 and P2 at equal memory", "below P1 only", "meshes win"}
+    # P2 on 2² and 4² cells are 21 % apart (measured), not 10x below the
+    # fields' errors (10–33 %): the reading decides nothing on such a reference
+    assert on_disk["verdict"].startswith("undecided")
     reference = on_disk["reference"]
     assert reference["cells"] == [2, 4] and reference["converged"]
     assert reference["refinement_error"] == reference["difference_to_finest"][-1]["error"] > 0
@@ -40,6 +42,8 @@ def test_tiny_config_runs_and_resumes_without_solving_again(tmp_path):
 
 
 def test_verdict_reads_the_errors_as_written_in_the_docs():
-    assert verdict(0.01, 0.1, 0.02) == "below P1 and P2 at equal memory"
-    assert verdict(0.03, 0.1, 0.02) == "below P1 only"
-    assert verdict(0.2, 0.1, 0.02) == "meshes win"
+    assert verdict(0.01, 0.1, 0.02, 1e-4) == "below P1 and P2 at equal memory"
+    assert verdict(0.03, 0.1, 0.02, 1e-4) == "below P1 only"
+    assert verdict(0.2, 0.1, 0.02, 1e-4) == "meshes win"
+    # a reference only 5x below the smallest error decides nothing
+    assert verdict(0.01, 0.1, 0.02, 2e-3).startswith("undecided")

@@ -121,8 +121,11 @@ def field_row(errors: dict, energy: float, n_values: int, seconds: float, **extr
     return {**errors, "energy": energy, "bytes": 4 * int(n_values), "seconds": seconds, **extra}
 
 
-def verdict(insr_error: float, p1_error: float, p2_error: float) -> str:
-    """The reading fixed in docs/results.md before the comparison was run."""
+def verdict(insr_error: float, p1_error: float, p2_error: float, reference_error: float) -> str:
+    """The reading fixed in docs/results.md before the comparison was run
+    (undecided unless the reference's own error is 10× below every error)."""
+    if not 10 * reference_error <= min(insr_error, p1_error, p2_error):
+        return "undecided: the reference's refinement error is not 10x below the errors"
     if insr_error < min(p1_error, p2_error):
         return "below P1 and P2 at equal memory"
     if insr_error < p1_error:
@@ -192,7 +195,12 @@ def evaluate(config, problem, run, reference: dict, sized: dict, n_weights: int)
         **rows,
         "reference": entry,
         "mesh_curves": curves,
-        "verdict": verdict(rows["insr"]["error"], rows["p1"]["error"], rows["p2"]["error"]),
+        "verdict": verdict(
+            rows["insr"]["error"],
+            rows["p1"]["error"],
+            rows["p2"]["error"],
+            entry["refinement_error"] if entry["refinement_error"] is not None else np.inf,
+        ),
         "note": (
             f"relative L2 of the displacement against P2 on {entry['cells'][-1]}² cells "
             f"({config.eval.n_grid}² grid midpoints; near corner: |x| > {config.eval.near}); "
