@@ -37,7 +37,8 @@ def _child(width: int, batch: int, steps: int) -> dict:
     import jax.numpy as jnp
     import optax
 
-    from sciml.training import ProcessGroup, TrainSettings, fit, initialize_processes
+    from sciml.distributed import ProcessGroup, initialize_processes
+    from sciml.training import TrainSettings, fit
 
     initialize_processes()
     group = ProcessGroup.current()

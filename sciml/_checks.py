@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 import sys
 import warnings
 from collections.abc import Iterable
@@ -247,7 +248,8 @@ def check_finite(name: str, value: Any) -> Any:
     `name` (with the count of NaN and Inf entries) otherwise.
 
     Traced values (inside `jit`, `vmap`, `grad`) pass unchecked: see the
-    module docstring for the policy. Integer and boolean arrays always pass.
+    module docstring for the policy. Integer and boolean arrays always pass;
+    any other dtype (object, string) raises a `TypeError` naming `name`.
     """
     if _is_tracer(value):
         return value
@@ -255,6 +257,11 @@ def check_finite(name: str, value: Any) -> Any:
     if dtype is None:
         dtype = np.asarray(value).dtype
     if not _is_inexact(dtype):
+        if getattr(dtype, "kind", "O") not in "biu":  # `[1.0, None]`: dtype object
+            raise TypeError(
+                f"`{name}` must be a numeric array (floats, integers or booleans), got an "
+                f"array of dtype {dtype}: {reprlib.repr(value)}."
+            )
         return value
     jax = _jax()
     if jax is None or isinstance(value, np.ndarray | np.generic | float | complex):
@@ -294,44 +301,3 @@ def check_positive_finite(name: str, value: Any) -> Any:
         shown = value if array.size == 1 else f"an array with min {float(np.nanmin(array))}"
         raise ValueError(f"`{name}` must be finite and > 0, got {shown}.")
     return value
-
-
-def settings_module_only(settings_class: type, argument: str, call: str):
-    """A decorator for a routine that takes its settings as one dataclass
-    module (`argument`, a `settings_class`): the settings given as keywords
-    instead (`steps=100`, the call shape the routine no longer takes) are a
-    `TypeError` that shows `call` (e.g. `"fit(..., settings={module})"`) with
-    the module that holds them, `Class(steps=100)`, or, beside a module
-    already given, `dataclasses.replace(<argument>, steps=100)`. A name that is
-    no setting is left to Python's own error."""
-    import dataclasses
-    import functools
-    import inspect
-
-    fields = {field.name for field in dataclasses.fields(settings_class)}
-
-    def decorate(function):
-        signature = inspect.signature(function)
-
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            old = [k for k in kwargs if k not in signature.parameters and k in fields]
-            if old:
-                known = {k: v for k, v in kwargs.items() if k in signature.parameters}
-                given = signature.bind_partial(*args, **known).arguments.get(argument)
-                shown = ", ".join(f"{name}={kwargs[name]!r}" for name in old)
-                module = (
-                    f"{settings_class.__name__}({shown})"
-                    if given is None
-                    else f"dataclasses.replace({argument}, {shown})"
-                )
-                raise TypeError(
-                    f"`{function.__name__}` takes its settings as one "
-                    f"{settings_class.__name__}, not as keywords: call "
-                    f"`{call.format(module=module)}`."
-                )
-            return function(*args, **kwargs)
-
-        return wrapper
-
-    return decorate

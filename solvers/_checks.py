@@ -8,6 +8,7 @@ callback: a check costs one reduction over the input, once per call.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 import jax
@@ -19,7 +20,8 @@ def check_finite(name: str, value: Any) -> Any:
     """Returns `value` if every entry is finite; raises a `ValueError` naming
     `name` (with the count of NaN and infinite entries) otherwise.
 
-    Traced values pass unchecked; integer and boolean arrays always pass.
+    Traced values pass unchecked; integer and boolean arrays always pass; any
+    other dtype (object, string) raises a `TypeError` naming `name`.
     """
     if isinstance(value, jax.core.Tracer):
         return value
@@ -28,6 +30,11 @@ def check_finite(name: str, value: Any) -> Any:
         value = np.asarray(value)
         dtype = value.dtype
     if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating)):
+        if getattr(dtype, "kind", "O") not in "biu":  # `[1.0, None]`: dtype object
+            raise TypeError(
+                f"`{name}` must be a numeric array (floats, integers or booleans), got an "
+                f"array of dtype {dtype}: {reprlib.repr(value)}."
+            )
         return value
     xp = np if isinstance(value, np.ndarray | np.generic) else jnp
     finite = xp.isfinite(value)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import signal
@@ -221,6 +222,29 @@ def _last_error(log: Path, chars: int = 600) -> str:
     return " ".join(text.split())
 
 
+def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """One line and exit status 2 for a mistaken argument, before anything is
+    installed, run or written (a lease cannot be repeated)."""
+
+    def error(message: str) -> None:
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+    if args.out.exists() and not args.out.is_dir():
+        error(f"--out: {str(args.out)!r} is a file; give a results directory (new or existing)")
+    if args.carry is not None:
+        if not args.carry.is_dir():
+            what = "is not a directory" if args.carry.exists() else "does not exist"
+            error(f"--carry: {str(args.carry)!r} {what}; give the folder of wheels to install")
+        if not any(args.carry.glob("*.whl")):
+            error(
+                f"--carry: {str(args.carry)!r} holds no wheels (*.whl); prepare it with "
+                "`python -m benchmarks.gpu.carry`"
+            )
+    for option, value in (("--limit", args.limit), ("--budget-scale", args.budget_scale)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            error(f"{option} must be a positive number, got {value}")
+
+
 def main(argv=None) -> int:
     import benchmarks.gpu
 
@@ -257,8 +281,7 @@ def main(argv=None) -> int:
         "--budget-scale", type=float, default=1.0, help="multiplies every row's budget"
     )
     args = parser.parse_args(argv)
-    if args.budget_scale <= 0:
-        parser.error(f"--budget-scale must be positive, got {args.budget_scale}")
+    _check_arguments(parser, args)
     limit = args.limit
     if limit is None and args.lease and not args.smoke:
         limit = _lease.LEASE_LIMIT_S

@@ -8,6 +8,7 @@ import ml_collections
 
 from experiments.configs._operators import OPTIMIZER, TRAIN
 from sciml.experiment import defaults
+from sciml.online import Study
 
 
 def online_config(
@@ -57,12 +58,12 @@ def online_config(
     study.settings = ml_collections.ConfigDict(settings)
     if "n_steps" in settings:
         study.settings.n_steps = steps_ref
-    study.concurrency = 2
+    study.update(
+        defaults.class_defaults(
+            Study, "concurrency", "n_validation", "max_attempts", "timeout", "start_timeout"
+        )
+    )
     study.runs_per_job = 10
-    study.n_validation = 4
-    study.max_attempts = 3
-    study.timeout = 120.0
-    study.start_timeout = 60.0
     study.address = ""  # "" = a free loopback TCP port
     config.study = study
 

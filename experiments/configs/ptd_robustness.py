@@ -1,11 +1,13 @@
-"""PTD robustness: S4D-LegS vs S4-PTD under noise at S4D-LegS's top resonance.
+"""PTD robustness: S4D-LegS vs S4-PTD, and S5 vs S5-PTD, under noise at
+S4D-LegS's top resonance.
 
 `python -m experiments.run --config experiments/configs/ptd_robustness.py`
-trains S4D-LegS (without and with the reference code's clip of `Im B`) and
-S4-PTD (only `C` and the encoder / decoder learn), then reports clean and
-noisy test accuracy per model (`s4d_legs.*`, `s4d_legs_clip.*`, `s4d_ptd.*`)
-and plots the transfer-function distance to HiPPO-LegS against the state size. The
-`tiny` variant runs in seconds for the test suite.
+trains S4D-LegS (without and with the reference code's clip of `Im B`),
+S4-PTD, S5 (HiPPO-N) and S5-PTD (only `C` and the encoder / decoder learn),
+then reports clean and noisy test accuracy per model (`s4d_legs.*`,
+`s4d_legs_clip.*`, `s4d_ptd.*`, `s5_hippo.*`, `s5_ptd.*`) and plots the
+transfer-function distance to HiPPO-LegS against the state size. The `tiny`
+variant runs in seconds for the test suite.
 """
 
 import ml_collections
@@ -43,6 +45,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
         train={"log_every": 50, "eval_every": 0, "checkpoint_every": 500, "keep_checkpoints": 1},
         optimizer={"schedule": "cosine", "warmup_steps": 50, "clip_norm": 1.0},
     )
+    config.models = ("s4d_legs", "s4d_legs_clip", "s4d_ptd", "s5_hippo", "s5_ptd")
     config.noise_amplitude = 0.1  # test-time noise a·cos(ωt), a ~ noise_amplitude·U(0, 1)
     config.noise_sweep = (0.3, 1.0)  # further amplitudes reported and plotted
     config.plot_sizes = (8, 16, 32, 64, 128)

@@ -16,11 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sciml.experiment import Experiment, Headline, check_config, save_figure, train_experiment
+from sciml.experiment import Experiment, Headline, Task, check_config, save_figure, train_experiment
 
 
 HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 def heat_data(key, n: int, resolution: int, n_modes: int, diffusivity: float, t_final: float):
@@ -119,3 +118,8 @@ def validate_config(config) -> None:
         ),
         positive_numbers=("data.diffusivity", "data.t_final"),
     )  # fmt: skip
+
+
+TASK = Task(
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
+)

@@ -304,11 +304,13 @@ def iterate(
     # Converged: `r_norm` is already the true residual; otherwise it may be the
     # recurrence's, which drifts from `b − A x` in floating point.
     residual_norm = jnp.where(final.converged, final.r_norm, true_residual(apply_A, b, final.x)[1])
-    # still `successful` but not converged: the loop ran out of steps
+    # still `successful` but not converged: the loop ran out of steps (with
+    # rtol = atol = 0, "run max_steps steps", as lineax's CG: that is success)
+    ran_out = (
+        RESULTS.successful if settings.rtol == settings.atol == 0 else RESULTS.max_steps_reached
+    )
     result = RESULTS.where(
-        (final.result == RESULTS.successful) & ~final.converged,
-        RESULTS.max_steps_reached,
-        final.result,
+        (final.result == RESULTS.successful) & ~final.converged, ran_out, final.result
     )
     stats = {
         "num_steps": final.k,

@@ -13,7 +13,7 @@ from typing import Any
 import equinox as eqx
 from jaxtyping import Array, ArrayLike, Float, Shaped
 
-from .._checks import settings_module_only
+from .._deprecated import settings_module_only
 from ..solution import RESULTS, Solution, make_solution
 from ._iteration import INCONSISTENT, check_inputs, iterate, make_consistent
 from ._precision import check_tolerance, failure_messages

@@ -21,8 +21,10 @@ import equinox as eqx
 import jax
 import lineax as lx
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from .._checks import check_positive_int
+from .._deprecated import refuse_direction_fn
 from ..solution import RESULTS
 from ._iteration import check_inputs, iterate
 from ._precision import check_tolerance
@@ -47,9 +49,9 @@ def _check_tolerances(rtol: Any, atol: Any) -> None:
     for name, value in (("rtol", rtol), ("atol", atol)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"`{name}` must be a real number >= 0, got {value!r}.")
-    if not (rtol >= 0 and atol >= 0) or rtol == atol == 0:
+    if not (rtol >= 0 and atol >= 0):
         raise ValueError(
-            f"`rtol` and `atol` must be >= 0 and not both 0, got rtol={rtol}, atol={atol}."
+            f"`rtol` and `atol` must be >= 0 (both 0: run max_steps), got rtol={rtol}, atol={atol}."
         )
     if not (math.isfinite(rtol) and math.isfinite(atol)):
         raise ValueError(
@@ -59,20 +61,32 @@ def _check_tolerances(rtol: Any, atol: Any) -> None:
 
 
 def _to_lineax(result: RESULTS) -> lx.RESULTS:
-    """Our result as lineax's (which has no `nonfinite`: reported as `breakdown`)."""
-    return lx.RESULTS.where(
-        result == RESULTS.successful,
-        lx.RESULTS.successful,
-        lx.RESULTS.where(
-            result == RESULTS.max_steps_reached,
-            lx.RESULTS.max_steps_reached,
-            lx.RESULTS.where(
-                result == RESULTS.nonfinite_input,
-                lx.RESULTS.nonfinite_input,
-                lx.RESULTS.breakdown,
-            ),
-        ),
+    """Our result as lineax's: an operator found not positive definite is
+    `singular` (whose message names an operator that does not have the
+    positive definiteness it is declared to have); lineax has no `nonfinite`
+    or `nonfinite_direction`: reported as `breakdown`."""
+    pairs = (
+        (RESULTS.successful, lx.RESULTS.successful),
+        (RESULTS.max_steps_reached, lx.RESULTS.max_steps_reached),
+        (RESULTS.nonfinite_input, lx.RESULTS.nonfinite_input),
+        (RESULTS.not_positive_definite, lx.RESULTS.singular),
     )
+    out = lx.RESULTS.breakdown
+    for ours, theirs in pairs:
+        out = lx.RESULTS.where(result == ours, theirs, out)
+    return out
+
+
+def _flattened(mv, vector, direction_fn, y0):
+    """A pytree system as one of flat vectors (`jax.flatten_util.ravel_pytree`):
+    `(mv, b, direction_fn, y0, unravel)` on the flat vector."""
+    b, unravel = ravel_pytree(vector)
+
+    def flat(function):
+        return lambda x: ravel_pytree(function(unravel(x)))[0]
+
+    y0 = None if y0 is None else ravel_pytree(y0)[0]
+    return flat(mv), b, flat(direction_fn), y0, unravel
 
 
 class DCDM(lx.AbstractLinearSolver):
@@ -85,7 +99,9 @@ class DCDM(lx.AbstractLinearSolver):
 
     **Arguments:**
 
-    - `rtol`, `atol`: the stopping rule above (`>= 0`, finite, not both 0).
+    - `rtol`, `atol`: the stopping rule above (`>= 0`, finite). Both 0: run
+      `max_steps` steps (stopping early only at an exactly zero residual) and
+      report `successful`, as lineax's `CG` does.
       An `rtol` below what the dtype of `b` can reach (`100 ε`: 1.2e-5 in
       float32) with `atol=0` warns at the start of a solve (a
       `PrecisionWarning` naming the two remedies: float64, or a looser
@@ -125,16 +141,21 @@ class DCDM(lx.AbstractLinearSolver):
     ```
 
     As a lineax solver the operator must be symmetric positive
-    (semi-)definite with one array as input and output (a grid, any shape);
-    `options` holds the direction generator, `"direction_fn": f` (required),
-    and the initial guess, `"y0": x0` (optional); gradients through the solve
-    are another DCDM solve (the operator is symmetric). A generator passed to
-    `DCDM` itself (`DCDM(f, ...)`, `DCDM(direction_fn=f)`) is a `TypeError`
-    that shows these two calls. `stats` hold
-    `num_steps`, `residual_norm` and `residual_history` as in `solve`.
-    lineax's results cannot carry ours: a `nonfinite` iteration, an operator
-    that is `not_positive_definite` and a `nonfinite_direction` are all
-    reported as lineax's `breakdown`; call `solve` for the named cause.
+    (semi-)definite, square, on one array (a grid, any shape) or on a pytree
+    of arrays (solved as their flat concatenation, `ravel_pytree`: the
+    direction generator then takes and returns that pytree); an operator
+    tagged negative semidefinite is refused, naming the negated system to
+    solve instead. `options` holds the direction generator, `"direction_fn":
+    f` (required), and the initial guess, `"y0": x0` (optional); gradients
+    through the solve are another DCDM solve (the operator is symmetric). A
+    generator passed to `DCDM` itself (`DCDM(f, ...)`, `DCDM(direction_fn=f)`)
+    is a `TypeError` that shows these two calls. `stats` hold `num_steps`,
+    `residual_norm` and `residual_history` as in `solve`. lineax's results
+    cannot carry all of ours: an operator found `not_positive_definite`
+    during the solve is lineax's `singular` (its message names an operator
+    without the positive definiteness it is declared to have); a
+    `nonfinite` iteration and a `nonfinite_direction` are lineax's
+    `breakdown`. Call `solve` for the named cause.
     """
 
     # `rtol` and `atol` are checked in __check_init__, with messages that name them (a
@@ -146,14 +167,7 @@ class DCDM(lx.AbstractLinearSolver):
     refresh_every: int | None = eqx.field(static=True, default=None)
 
     def __new__(cls, *args: Any, **kwargs: Any):
-        # the direction generator where it used to go: DCDM(f, ...), DCDM(direction_fn=f)
-        if "direction_fn" in kwargs or (args and callable(args[0])):
-            raise TypeError(
-                "DCDM holds settings only; the direction generator travels beside it: "
-                "solve(apply_A, b, direction_fn, DCDM(rtol=...)), or "
-                "lx.linear_solve(operator, b, DCDM(rtol=...), options={'direction_fn': "
-                "direction_fn})."
-            )
+        refuse_direction_fn(args, kwargs)
         return super().__new__(cls)
 
     def __check_init__(self):
@@ -173,14 +187,17 @@ class DCDM(lx.AbstractLinearSolver):
                 f"or a preconditioner); got options {sorted(options)}."
             )
         structure = operator.in_structure()
-        if not isinstance(structure, jax.ShapeDtypeStruct):
-            raise ValueError(
-                f"DCDM needs an operator on one array (a grid), got input structure {structure}."
-            )
         if structure != operator.out_structure():
             raise ValueError(
                 "DCDM needs a square operator (same input and output structure), got "
                 f"{structure} -> {operator.out_structure()}."
+            )
+        if lx.is_negative_semidefinite(operator) and not lx.is_positive_semidefinite(operator):
+            raise ValueError(
+                "DCDM needs a positive (semi-)definite operator; this one is tagged negative "
+                "semidefinite: solve the negated system, "
+                "`lx.linear_solve(-operator, -b, DCDM(...), options=...)`, which has the "
+                "same solution."
             )
         if not (lx.is_symmetric(operator) or lx.is_positive_semidefinite(operator)):
             raise ValueError(
@@ -190,10 +207,14 @@ class DCDM(lx.AbstractLinearSolver):
         return lx.linearise(operator)
 
     def compute(self, state, vector, options: dict[str, Any]):
-        b, x0 = check_inputs(vector, options.get("y0"))
+        mv, direction_fn, y0 = state.mv, options["direction_fn"], options.get("y0")
+        unravel = None
+        if not isinstance(state.in_structure(), jax.ShapeDtypeStruct):  # a pytree
+            mv, vector, direction_fn, y0, unravel = _flattened(mv, vector, direction_fn, y0)
+        b, x0 = check_inputs(vector, y0)
         check_tolerance("sciml.dcdm.DCDM", self.rtol, self.atol, b.dtype)
-        x, result, stats = iterate(state.mv, b, options["direction_fn"], x0, self)
-        return x, _to_lineax(result), stats
+        x, result, stats = iterate(mv, b, direction_fn, x0, self)
+        return (x if unravel is None else unravel(x)), _to_lineax(result), stats
 
     def transpose(self, state, options: dict[str, Any]):
         # Symmetric operator: the transposed system is the same system.

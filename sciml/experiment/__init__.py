@@ -1,6 +1,7 @@
 """The experiment runner: config files or modules, task modules, run directories, resume.
 
-A task module defines `train_and_evaluate(config, workdir) -> summary`; a
+A task module declares `TASK = Task(train_and_evaluate, ...)` around its
+`train_and_evaluate(config, workdir) -> summary`; a
 config file defines `get_config(variant) -> ml_collections.ConfigDict` whose
 `task` key names the task (a dotted module path or a `.py` path relative to the
 config file). `sciml-run --config FILE[:variant]` (or `python -m sciml.experiment`)
@@ -8,6 +9,7 @@ runs it; see `docs/experiments.md`.
 """
 
 from . import defaults as defaults
+from ._cli import cli as cli, main as main, parse as parse
 from ._config import (
     ConfigSource as ConfigSource,
     config_json as config_json,
@@ -23,16 +25,13 @@ from ._plots import (
     readable_log_ticks as readable_log_ticks,
     save_figure as save_figure,
 )
-from ._run_dir import load_run as load_run, load_run_config as load_run_config
-from ._runner import (
+from ._run import (
     check_workdir as check_workdir,
-    cli as cli,
     default_workdir as default_workdir,
-    main as main,
     main_from_config as main_from_config,
-    parse as parse,
     validate as validate,
 )
+from ._run_dir import load_run as load_run, load_run_config as load_run_config
 from ._standard import (
     Experiment as Experiment,
     Trained as Trained,
@@ -41,6 +40,14 @@ from ._standard import (
     train_experiment as train_experiment,
     train_settings as train_settings,
 )
-from ._task import resolve_task as resolve_task, task_name as task_name
-from ._validate import check_choice as check_choice, check_config as check_config
+from ._statistics import (
+    choose_on_grid as choose_on_grid,
+    paired_difference as paired_difference,
+)
+from ._task import Task as Task, resolve_task as resolve_task, task_name as task_name
+from ._validate import (
+    build_block as build_block,
+    check_choice as check_choice,
+    check_config as check_config,
+)
 from ._verdict import Headline as Headline

@@ -9,6 +9,7 @@ a run directory when the run is resumed.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from typing import Any
 
 import ml_collections
@@ -46,8 +47,13 @@ def parse_value(raw: str, current: Any) -> Any:
     return value
 
 
-def apply_overrides(config: ml_collections.ConfigDict, overrides: list[tuple[str, str]]) -> None:
-    """Sets `(key, value)` pairs (dotted keys) in place; unknown keys and wrong types raise.
+def apply_overrides(
+    config: ml_collections.ConfigDict,
+    overrides: list[tuple[str, str]],
+    renamed: Mapping[str, str] | None = None,
+) -> None:
+    """Sets `(key, value)` pairs (dotted keys) in place; unknown keys and wrong
+    types raise (a key in `renamed`, the task's `{old: new}`, names the new one).
 
     Setting a key that holds an `ml_collections.FieldReference` sets the
     reference, so every field linked to it (e.g. `optimizer.decay_steps` to
@@ -60,13 +66,13 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: list[tuple[str
         node = config
         for i, part in enumerate(parents):
             if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-                hint = did_you_mean_key(node, parents[:i], part)
+                hint = did_you_mean_key(node, parents[:i], part, renamed)
                 raise ConfigError(
                     f"--config.{key}: unknown key {'.'.join(parents[: i + 1])!r}{hint}."
                 )
             node = node[part]
         if not isinstance(node, ml_collections.ConfigDict) or leaf not in node:
-            hint = did_you_mean_key(node, parents, leaf)
+            hint = did_you_mean_key(node, parents, leaf, renamed)
             raise ConfigError(f"--config.{key}: unknown key {key!r}{hint}.")
         try:
             node[leaf] = parse_value(raw, node[leaf])

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from sciml.distributed import is_main_process
 from sciml.training import read_metrics
 
 
@@ -131,7 +132,7 @@ def plot_loss(
     (then nothing is written). On several processes only process 0 writes
     `loss.png`; the others return `None` at once.
     """
-    if plot_dir is not None and not _main_process():
+    if plot_dir is not None and not is_main_process():
         return None
     import matplotlib
 
@@ -210,17 +211,10 @@ def save_figure(fig: Any, path: str | Path, *, dpi: int = 120, **options: Any) -
     import matplotlib.pyplot as plt
 
     fig = fig.figure  # an axis's figure; a figure is its own
-    if _main_process():
+    if is_main_process():
         fig.savefig(path, dpi=dpi, **options)
     plt.close(fig)
     return Path(path)
-
-
-def _main_process() -> bool:
-    """Whether this process writes files: process 0 of several, or the only one."""
-    import jax
-
-    return not jax.distributed.is_initialized() or jax.process_index() == 0
 
 
 def _log_if_positive(ax: Any, values: list[float]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import ml_collections
@@ -53,8 +52,8 @@ def load_run(run_dir: str | Path, build_model: Any = None) -> tuple[Any, ml_coll
 
     - `run_dir`: the run directory (or a model's folder inside it).
     - `build_model`: `build_model(config) -> model` giving a model of the same
-      structure (its values are replaced); default: the task module's
-      `build(config).model`, the task resolved from the config's `task` key
+      structure (its values are replaced); default: the task's
+      `build(config).model` (see [`Task`][sciml.experiment.Task]), the task resolved from the config's `task` key
       (a relative task file against the config file's directory recorded in
       the run's `source.json`).
 
@@ -68,10 +67,11 @@ def load_run(run_dir: str | Path, build_model: Any = None) -> tuple[Any, ml_coll
                 recorded = json.loads((folder / "source.json").read_text())
                 directory = ConfigSource.from_json(recorded).directory
                 break
-        task: ModuleType = resolve_task(str(config.task), directory)
-        if not callable(getattr(task, "build", None)):
+        task = resolve_task(str(config.task), directory)
+        if task.build is None:
             raise ConfigError(
-                f"task module {task.__name__} defines no build(config); pass build_model."
+                f"task {config.task} declares no build(config) (Task(..., build=build)); "
+                "pass build_model."
             )
 
         def build_model(config):

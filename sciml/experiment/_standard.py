@@ -23,11 +23,13 @@ import jax
 import ml_collections
 import numpy as np
 
-from sciml.training import FitResult, ProcessGroup, TrainSettings, fit, make_optimizer
+from sciml.distributed import ProcessGroup, is_main_process
+from sciml.training import FitResult, fit, make_optimizer
 
 from ._config import config_json
 from ._plots import plot_loss
 from ._task import task_name
+from ._validate import train_settings
 
 
 @dataclasses.dataclass
@@ -78,27 +80,6 @@ def count_params(model: Any) -> int:
 # The `config.train` keys that are training settings (`TrainSettings` fields
 # holding a plain number or flag); `train.batch_size`, `train.loss`, ... are
 # the task's.
-_CONFIG_SETTINGS = {
-    field.name: field.type
-    for field in dataclasses.fields(TrainSettings)
-    if field.type in ("int", "bool")
-}
-
-
-def train_settings(config: ml_collections.ConfigDict, **settings: Any) -> TrainSettings:
-    """The [`TrainSettings`][sciml.training.TrainSettings] that `config.train`
-    holds (`train.steps`, `train.log_every`, `train.eval_every`,
-    `train.checkpoint_every`, `train.keep_checkpoints`, and `train.progress`,
-    `train.check_batch` if set), with `settings` (such as `workdir=`) added."""
-    train = config.train
-    values = {
-        name: (int if kind == "int" else bool)(train[name])
-        for name, kind in _CONFIG_SETTINGS.items()
-        if name in train
-    }
-    return TrainSettings(**{**values, **settings})
-
-
 def fingerprint(config: ml_collections.ConfigDict, **extra: str) -> dict[str, str]:
     """Names a run's checkpoints, so another experiment's are never loaded.
 
@@ -172,7 +153,7 @@ def train_experiment(
     - `description`: the progress-bar label (default `config.name`).
     - `plots`: whether to write `plots/loss.png` and `experiment.plot`'s plots.
 
-    On several processes (see [`ProcessGroup`][sciml.training.ProcessGroup])
+    On several processes (see [`ProcessGroup`][sciml.distributed.ProcessGroup])
     each trains on its rows of every batch `experiment.batch_fn` returns (so
     the batch size must be a multiple of the process count), and process 0
     alone writes the plots and `train_seconds.json`.
@@ -182,7 +163,7 @@ def train_experiment(
     directory (see [`restore_model`][sciml.training.restore_model]).
     """
     workdir = Path(workdir)
-    main = ProcessGroup.current().main
+    main = is_main_process()
     optimizer = make_optimizer(config.get("optimizer"), experiment.label_fn)
     earlier = _earlier_seconds(workdir)
     start = time.perf_counter()

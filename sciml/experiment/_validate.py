@@ -1,10 +1,12 @@
 """Checking a whole config before a run writes anything.
 
-The runner checks the keys every config shares (`train.*` through the same
-rules as `sciml.training.fit`, `optimizer.*` by building the optimiser with
-`sciml.training.make_optimizer`), then calls the task module's
-`validate_config(config)` when it defines one: each task declares the sizes
-and choices of its own parts with [`check_config`][sciml.experiment.check_config].
+The runner checks the keys every config shares by building the typed objects
+they describe (`train.*` a `TrainSettings`, `optimizer.*` an
+`OptimizerSettings`; each checks itself, and the error is told with its
+config key: [`build_block`][sciml.experiment.build_block]), then runs the
+task's own checks (`Task(validate=...)`): each task builds its parts, or
+declares the sizes and choices of its own with
+[`check_config`][sciml.experiment.check_config].
 All of it runs before the run directory is created, so a wrong value costs one
 line (`error: config key 'train.log_every' must be an integer >= 1, got 0`)
 and leaves nothing on disk.
@@ -12,15 +14,22 @@ and leaves nothing on disk.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import numbers
-from collections.abc import Iterable, Mapping
-from typing import Any
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import ml_collections
 
 from .._checks import is_int
+from .._deprecated import renamed_hint
+from ..training import TrainSettings
 from ._errors import ConfigError
+
+
+T = TypeVar("T")
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
@@ -29,23 +38,16 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-#: Config keys of the shipped configs that were renamed: old key -> new key.
-RENAMED_KEYS = {
-    # online studies: the function that runs one simulation (not a "solver",
-    # a word that means four other things in this package)
-    "study.solver": "study.simulation",
-}
-
-
-def did_you_mean_key(node: Any, parents: list[str], part: str) -> str:
+def did_you_mean_key(
+    node: Any, parents: list[str], part: str, renamed: Mapping[str, str] | None = None
+) -> str:
     """The did-you-mean hint for a missing `part` below the keys `parents` of a config
-    (a renamed key names its new name)."""
+    (a key in `renamed`, a task's `{old: new}`, names its new name)."""
     if not isinstance(node, ml_collections.ConfigDict):
         return ""
     prefix = "".join(f"{p}." for p in parents)
-    if prefix + part in RENAMED_KEYS:
-        return f" (renamed: did you mean {RENAMED_KEYS[prefix + part]!r}?)"
-    return did_you_mean(prefix + part, [prefix + str(k) for k in node.keys()])
+    hint = renamed_hint(renamed or {}, prefix + part)
+    return hint or did_you_mean(prefix + part, [prefix + str(k) for k in node.keys()])
 
 
 def config_value(config: ml_collections.ConfigDict, key: str) -> Any:
@@ -122,40 +124,55 @@ def check_config(
         check_choice(config, key, accepted)
 
 
-def check_shared_blocks(config: ml_collections.ConfigDict) -> None:
-    """The `train.*` keys (as `sciml.training.fit` needs them) and `optimizer.*`."""
-    from sciml.training import make_optimizer
-    from sciml.training._optim import DEFAULTS, OPTIMIZERS, SCHEDULES
+def build_block(config: ml_collections.ConfigDict, block: str, build: Callable[[], T]) -> T:
+    """`build()`: the typed object the block `block` of `config` describes,
+    which checks itself; its error as a `ConfigError` naming the config keys
+    (the setting it is about, `` `name` `` at its start, as `'block.name'`,
+    and every other key of the block it names).
 
-    check_config(
-        config,
-        positive=("train.log_every", "train.keep_checkpoints"),
-        non_negative=("train.steps", "train.eval_every", "train.checkpoint_every"),
-    )
+    **Raises:** [`ConfigError`][sciml.experiment.ConfigError].
+    """
+    try:
+        return build()
+    except (ValueError, TypeError) as error:
+        message, keys = str(error), set(config[block].keys())
+        named = re.match(r"`([\w.]+)`", message)
+        if named is None:
+            head, rest = f"config key {block!r}: ", message
+        else:
+            name = named.group(1)
+            key = name if name.startswith(f"{block}.") else f"{block}.{name}"
+            head, rest = f"config key {key!r}", message[named.end() :]
+        rest = re.sub(r"`(\w+)`", lambda m: f"'{block}.{m[1]}'" if m[1] in keys else m[0], rest)
+        raise ConfigError(head + rest) from None
+
+
+#: The `TrainSettings` a config's `train` block holds: its numbers and flags.
+CONFIG_SETTINGS = {
+    field.name: field.type
+    for field in dataclasses.fields(TrainSettings)
+    if field.type in ("int", "bool")
+}
+
+
+def train_settings(config: ml_collections.ConfigDict, **settings: Any) -> TrainSettings:
+    """The [`TrainSettings`][sciml.training.TrainSettings] that `config.train`
+    holds (`train.steps`, `train.log_every`, `train.eval_every`,
+    `train.checkpoint_every`, `train.keep_checkpoints`, and `train.progress`,
+    `train.check_batch` if set), with `settings` (such as `workdir=`) added."""
+    train = config.train
+    values = {name: train[name] for name in CONFIG_SETTINGS if name in train}
+    return TrainSettings(**{**values, **settings})
+
+
+def check_shared_blocks(config: ml_collections.ConfigDict) -> None:
+    """The `train.*` and `optimizer.*` blocks, checked by building the
+    [`TrainSettings`][sciml.training.TrainSettings] and
+    [`OptimizerSettings`][sciml.training.OptimizerSettings] they describe."""
+    from sciml.training._optim import optimizer_settings
+
+    build_block(config, "train", lambda: train_settings(config))
     if "batch_size" in config.train:
         check_config(config, positive=("train.batch_size",))
-    optimizer = config.get("optimizer")
-    if optimizer is None:
-        return
-    unknown = sorted(set(optimizer.keys()) - set(DEFAULTS))
-    if unknown:
-        raise ConfigError(
-            f"config key 'optimizer.{unknown[0]}' is not an optimiser setting"
-            f"{did_you_mean(unknown[0], DEFAULTS)}; accepted: {', '.join(sorted(DEFAULTS))}."
-        )
-    check_config(
-        config,
-        choices={
-            key: accepted
-            for key, accepted in (("optimizer.name", OPTIMIZERS), ("optimizer.schedule", SCHEDULES))
-            if key.split(".")[1] in optimizer
-        },
-    )
-    if int(config.train.steps) == 0:  # no optimiser step: the schedule is never built
-        return
-    try:  # the label function only matters once parameters exist
-        make_optimizer(optimizer, label_fn=lambda params: params)
-    except (ValueError, TypeError) as error:
-        message = str(error).replace("`", "'")
-        prefix = "config key " if message.startswith("'optimizer.") else "config key 'optimizer': "
-        raise ConfigError(prefix + message) from None
+    if config.get("optimizer") is not None:
+        build_block(config, "optimizer", lambda: optimizer_settings(config.optimizer))

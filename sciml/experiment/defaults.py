@@ -30,7 +30,16 @@ import ml_collections
 from sciml.training import OptimizerSettings, TrainSettings
 from sciml.training._settings import field_defaults
 
-from ._standard import _CONFIG_SETTINGS
+from ._validate import CONFIG_SETTINGS
+
+
+def class_defaults(cls: type, *names: str) -> dict[str, Any]:
+    """`{name: default}` of the fields `names` of a settings class (a
+    dataclass or an Equinox module, such as `sciml.online.Study`): a config
+    block takes its defaults from the class that checks them, written there
+    only."""
+    defaults = field_defaults(cls)
+    return {name: defaults[name] for name in names}
 
 
 def train_block(
@@ -52,7 +61,7 @@ def train_block(
     train.steps = steps
     if batch_size is not None:
         train.batch_size = batch_size
-    settings = {k: v for k, v in field_defaults(TrainSettings).items() if k in _CONFIG_SETTINGS}
+    settings = {k: v for k, v in field_defaults(TrainSettings).items() if k in CONFIG_SETTINGS}
     train.update({**settings, **keys})
     return train
 

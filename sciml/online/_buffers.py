@@ -167,6 +167,16 @@ def _check_state(state: BufferState, capacity: int) -> None:
         )
 
 
+def check_watermark(watermark: int, capacity: int) -> None:
+    """A watermark: an integer in `[0, capacity]` (reads wait for that many samples)."""
+    check_int("watermark", watermark, minimum=0)
+    if watermark > capacity:
+        raise ValueError(
+            f"`watermark` ({watermark}) must be at most `capacity` ({capacity}): reads start "
+            "once the buffer holds that many samples."
+        )
+
+
 def _check_batch_size(batch_size: int, capacity: int, min_new_per_batch: int) -> None:
     check_positive_int("batch_size", batch_size)
     if batch_size > capacity:
@@ -224,7 +234,7 @@ class AbstractBuffer(abc.ABC):
     watermark: int
 
     def __post_init__(self):  # the dataclass `__init__` of each final buffer calls it
-        check_positive_int("capacity", self.capacity)
+        check_int("capacity", self.capacity, minimum=1)
         check_int("min_new_per_batch", self.min_new_per_batch, minimum=0, maximum=self.capacity)
         self._check_policy()
 
@@ -331,8 +341,9 @@ class AbstractBuffer(abc.ABC):
     def check_batch_size(self, batch_size: int) -> int:
         """`batch_size` if this buffer can serve batches of it (`1 <= batch_size
         <= capacity`, and `>= min_new_per_batch`); raises `ValueError`
-        otherwise. Checked once where a buffer meets its batch size (the
-        sample stream), not on every `draw`."""
+        otherwise. Checked where a buffer meets its batch size (the sample
+        stream, when it is built) and by every `draw`: a batch the buffer can
+        never serve is an error, not a `None` ("not now") for ever."""
         _check_batch_size(batch_size, self.capacity, self.min_new_per_batch)
         return int(batch_size)
 
@@ -346,7 +357,7 @@ class AbstractBuffer(abc.ABC):
 
         - `state`: the buffer state.
         - `batch_size`: samples per batch (always exactly this many; one that
-          `check_batch_size` accepts).
+          `check_batch_size` accepts, else `ValueError`).
         - `key`: a JAX PRNG key; the draw is a pure function of it and the state.
         - `ended`: reception has ended (lifts watermarks and rate limits, starts
           the drain).
@@ -359,6 +370,7 @@ class AbstractBuffer(abc.ABC):
         left, and it is dropped.
         """
         _check_state(state, self.capacity)
+        _check_batch_size(batch_size, self.capacity, self.min_new_per_batch)
         unseen = _unseen(state)
         if not self._can_draw(state, batch_size, ended, unseen):
             return None
@@ -466,8 +478,8 @@ class FIRO(AbstractBuffer):
     min_new_per_batch: int = 0
 
     def _check_policy(self):
-        check_positive_int("reads", self.reads)
-        check_int("watermark", self.watermark, minimum=0, maximum=self.capacity)
+        check_int("reads", self.reads, minimum=1)
+        check_watermark(self.watermark, self.capacity)
 
     def _started(self, state, ended):
         return ended or _size(state) >= self.watermark

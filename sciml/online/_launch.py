@@ -23,9 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..training._processes import ENV_COORDINATOR, ENV_PROCESS_ID, ENV_PROCESSES
+from ..distributed import PROCESS_ENV, reap_processes, record_process
 from ..transport import PARENT_ENV, WORKER_MODULE, SolverJob, secret_to_env
-from . import _processes
 
 
 def worker_command(spec_path: Path) -> list[str]:
@@ -48,7 +47,7 @@ def solver_environment(
     if cpu_only:
         out["JAX_PLATFORMS"] = "cpu"
     out["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    for var in (ENV_PROCESSES, ENV_PROCESS_ID, ENV_COORDINATOR):  # a trainer rank's, not the job's
+    for var in PROCESS_ENV:  # a trainer process's place in its run, not the job's
         out.pop(var, None)
     out.update(env)
     return secret_to_env(secret, out)
@@ -130,7 +129,7 @@ class LocalLauncher(AbstractLauncher):
                 start_new_session=True,  # Ctrl-C in the terminal reaches the trainer only
             )
         self._procs[proc.pid] = proc
-        _processes.record(log_path.parent, job.job, proc.pid)
+        record_process(log_path.parent, proc.pid, job=job.job)
         return proc
 
     def poll(self, handle: subprocess.Popen) -> int | None:
@@ -154,7 +153,7 @@ class LocalLauncher(AbstractLauncher):
         self._procs.pop(handle.pid, None)
 
     def reap_orphans(self, jobs_dir: Path) -> list[int]:
-        return _processes.reap(jobs_dir)
+        return reap_processes(jobs_dir)
 
     def shutdown(self) -> None:
         for proc in list(self._procs.values()):

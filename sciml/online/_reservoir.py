@@ -38,7 +38,7 @@ import dataclasses
 import numpy as np
 
 from .._checks import check_choice, check_int
-from ._buffers import N_PUT, AbstractBuffer, _first_empty, _random_slots, _size
+from ._buffers import N_PUT, AbstractBuffer, _first_empty, _random_slots, _size, check_watermark
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Reservoir(AbstractBuffer):
     seed: int = 0
 
     def _check_policy(self):
-        check_int("watermark", self.watermark, minimum=0, maximum=self.capacity)
+        check_watermark(self.watermark, self.capacity)
         check_choice("replacement", self.replacement, ("seen", "uniform"))
         check_int("seed", self.seed, minimum=0)
 

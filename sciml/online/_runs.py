@@ -21,14 +21,14 @@ Semantics (the same for every launcher):
 The table is plain JSON data, so it is checkpointed with the model; runs that
 were running when the checkpoint was written are pending after a restore.
 
-With several trainer ranks, each rank keeps a table of its own share of the
-study: rank `r` of `P` holds the global runs `r, r + P, r + 2P, …` below
-`n_runs`, its local run `i` being global run `i·P + r` (the parameters of row
-`i·P + r` of the sampler's draw, the seed `run_seed(seed, i·P + r)`); a redrawn
-run takes the next local index, so redraws of different ranks never share a
-global id either. Local ids go on the wire and into the checkpoint; reports
-(failed and diverged runs, events) name global ids. With one rank the two are
-the same.
+With several trainer processes, each process keeps a table of its own share
+of the study: process `r` of `P` holds the global runs `r, r + P, r + 2P, …`
+below `n_runs`, its local run `i` being global run `i·P + r` (the parameters of
+row `i·P + r` of the sampler's draw, the seed `run_seed(seed, i·P + r)`); a
+redrawn run takes the next local index, so redraws of different processes
+never share a global id either. Local ids go on the wire and into the
+checkpoint; reports (failed and diverged runs, events) name global ids. With
+one process the two are the same.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class RunTable:
     **Arguments:** the parameter `space` and `sampler`; `n_runs` planned runs
     (of the whole study); `n_steps` time steps per run; `seed` (solver seeds
     derive from it); `max_attempts` per run before its parameters are
-    redrawn; `rank` of `ranks`: the share of the study this table holds (see
+    redrawn; `process` of `processes`: the share of the study this table holds (see
     the module docstring; default the whole study).
     """
 
@@ -68,21 +68,21 @@ class RunTable:
         n_steps: int,
         seed: int,
         max_attempts: int,
-        rank: int = 0,
-        ranks: int = 1,
+        process: int = 0,
+        processes: int = 1,
     ):
         self.space, self.sampler = space, sampler
         self.n_runs, self.n_steps, self.seed = int(n_runs), int(n_steps), int(seed)
         self.max_attempts = int(max_attempts)
-        self.rank, self.ranks = int(rank), int(ranks)
-        if not 0 <= self.rank < self.ranks:
-            raise ValueError(f"`rank` must be in [0, {self.ranks}), got {rank}.")
-        if self.ranks > 1 and self.n_runs < self.ranks:
+        self.process, self.processes = int(process), int(processes)
+        if not 0 <= self.process < self.processes:
+            raise ValueError(f"`process` must be in [0, {self.processes}), got {process}.")
+        if self.processes > 1 and self.n_runs < self.processes:
             raise ValueError(
-                f"`n_runs` ({self.n_runs}) must be at least the number of trainer ranks "
-                f"({self.ranks}): each rank needs runs of its own."
+                f"`n_runs` ({self.n_runs}) must be at least the number of trainer processes "
+                f"({self.processes}): each process needs runs of its own."
             )
-        n = len(range(self.rank, self.n_runs, self.ranks))  # this rank's planned runs
+        n = len(range(self.process, self.n_runs, self.processes))  # this process's runs
         self.n_local = n
         self.params = self._draw(n)
         self.status = [PENDING] * n
@@ -115,11 +115,13 @@ class RunTable:
 
     def global_run(self, run: int) -> int:
         """The study-wide id of local run `run`."""
-        return run * self.ranks + self.rank
+        return run * self.processes + self.process
 
     def _draw(self, n: int) -> np.ndarray:
         """The parameters of local runs `0 … n − 1` (rows `i·P + r` of the draw)."""
-        return self.sampler.draw(self.space, self.global_run(n - 1) + 1)[self.rank :: self.ranks]
+        return self.sampler.draw(self.space, self.global_run(n - 1) + 1)[
+            self.process :: self.processes
+        ]
 
     def spec(self, run: int) -> RunSpec:
         return RunSpec(

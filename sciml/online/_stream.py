@@ -39,6 +39,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..distributed import is_main_process
 from ..training import EndOfData, Extra
 from ..training._progress import show_status
 from ..transport import (
@@ -72,7 +73,7 @@ class SampleStream:
       `AbstractBuffer.check_batch_size`).
     - `launcher`: an [`AbstractLauncher`][sciml.online.AbstractLauncher].
     - `workdir`: where job specs, solver logs and `events.jsonl` go.
-    - `rank` of `ranks`: with several trainer ranks, the share of the study's
+    - `process` of `processes`: with several trainer processes, the share of the study's
       runs this stream runs and receives (see [`RunTable`][sciml.online.RunTable]).
     """
 
@@ -85,8 +86,8 @@ class SampleStream:
         batch_size: int,
         launcher: AbstractLauncher,
         workdir: str | Path,
-        rank: int = 0,
-        ranks: int = 1,
+        process: int = 0,
+        processes: int = 1,
     ):
         self.study, self.buffer, self.launcher = study, buffer, launcher
         self.batch_size = buffer.check_batch_size(batch_size)
@@ -100,10 +101,10 @@ class SampleStream:
             n_steps=study.n_steps,
             seed=study.seed,
             max_attempts=study.max_attempts,
-            rank=rank,
-            ranks=ranks,
+            process=process,
+            processes=processes,
         )
-        self.address = study.receiver_address(rank, ranks)
+        self.address = study.receiver_address(process, processes)
         sample = {**fields, "params": np.zeros(study.space.dim, np.float32)}
         self.samples = BufferedSamples(buffer, sample, self.batch_size)
         self.lock = threading.Condition()
@@ -254,7 +255,7 @@ class SampleStream:
                     break
                 if ended:
                     raise EndOfData
-                if not self.samples.counters["batches"] and self.table.rank == 0:
+                if not self.samples.counters["batches"] and is_main_process(self.table.process):
                     show_status(self._filling())
                 self.lock.wait(TICK)
             self.waiting_seconds += time.perf_counter() - waited

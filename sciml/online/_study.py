@@ -25,7 +25,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .._checks import check_positive_int
+from .._checks import check_int, check_positive_int, check_real
 from ..transport import import_simulation, simulate
 from ._runs import run_seed
 from ._sampler import AbstractSampler, MonteCarlo, ParameterSpace
@@ -72,10 +72,10 @@ class Study:
       port; `"ipc:///path"` or `"tcp://0.0.0.0:PORT"` (other nodes) on request.
       TCP connections are authenticated with ZeroMQ CURVE keys derived from
       the study's secret; an ipc socket is protected by its directory's mode.
-      With several trainer ranks each rank has its own receiver (and secret,
-      so its own CURVE keys): rank `r` binds a free loopback port of its own
+      With several trainer processes each has its own receiver (and secret,
+      so its own CURVE keys): process `r` binds a free loopback port of its own
       for None, `PORT + r` for `"tcp://HOST:PORT"` (keep ports `PORT` to
-      `PORT + ranks − 1` free) and `/path.rank<r>` for `"ipc:///path"`
+      `PORT + processes − 1` free) and `/path.process<r>` for `"ipc:///path"`
       ([`receiver_address`][sciml.online.Study.receiver_address]).
     """
 
@@ -104,11 +104,9 @@ class Study:
             raise TypeError(f"`space` must be a ParameterSpace, got {type(self.space).__name__}.")
         names = ("n_runs", "n_steps", "concurrency", "runs_per_job", "max_attempts", "n_validation")
         for name in names:
-            check_positive_int(name, getattr(self, name))
-        if not self.timeout > 0:
-            raise ValueError(
-                f"`timeout` must be a positive number of seconds, got {self.timeout!r}."
-            )
+            check_int(name, getattr(self, name), minimum=1)
+        check_real("timeout", self.timeout, positive=True)
+        check_real("start_timeout", self.start_timeout, minimum=0)
         try:
             json.dumps(self.settings)
         except TypeError as error:
@@ -118,17 +116,17 @@ class Study:
         if self.sampler is None:
             object.__setattr__(self, "sampler", MonteCarlo(seed=self.seed))
 
-    def receiver_address(self, rank: int = 0, ranks: int = 1) -> str | None:
-        """The address trainer rank `rank` of `ranks` binds (see `address`):
-        `address` itself for one rank."""
-        if ranks == 1 or self.address is None:
+    def receiver_address(self, process: int = 0, processes: int = 1) -> str | None:
+        """The address trainer process `process` of `processes` binds (see
+        `address`): `address` itself for one process."""
+        if processes == 1 or self.address is None:
             return self.address
         if self.address.startswith("ipc://"):
-            return f"{self.address}.rank{rank}"
+            return f"{self.address}.process{process}"
         host, _, port = self.address.rpartition(":")
-        if not port.isdigit() or int(port) == 0:  # any free port: each rank its own
+        if not port.isdigit() or int(port) == 0:  # any free port: each process its own
             return self.address
-        return f"{host}:{int(port) + rank}"
+        return f"{host}:{int(port) + process}"
 
     def validation_params(self, n: int | None = None) -> tuple[np.ndarray, list[int]]:
         """Parameters `(n, dim)` and seeds of the first `n` validation draws

@@ -17,9 +17,9 @@ guard, Ctrl-C / SIGTERM handling); this module only supplies what differs:
 - batches are split over all local devices (`jax.sharding`, data parallel:
   the model is replicated, the batch axis sharded), when there is more than one;
 - on several processes (`jax.process_count() > 1`: `fit` on a
-  [`ProcessGroup`][sciml.training.ProcessGroup]) each process is one trainer
-  rank with a stream of its own: its share of the runs, its receiver, buffer
-  and solver jobs in `online/rank-<r>/` (see `_ranks.py`).
+  [`ProcessGroup`][sciml.distributed.ProcessGroup]) each trainer process has
+  a stream of its own: its share of the runs, its receiver, buffer and solver
+  jobs in `online/process-<r>/` (see `_shared.py`).
 """
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .._checks import settings_module_only
-from ..training import FitResult, ProcessGroup, TrainSettings, fit
+from .._deprecated import settings_module_only
+from ..distributed import ProcessGroup, equal_share
+from ..training import FitResult, TrainSettings, fit
 from ..training._settings import check_settings
 from ._buffers import AbstractBuffer
 from ._launch import AbstractLauncher, LocalLauncher
-from ._ranks import local_batch_size, merged_monitor, merged_summary, shared_validation
+from ._shared import merged_monitor, merged_summary, process_folder, shared_validation
 from ._stream import SampleStream
 from ._study import Study, validation_runs
 
@@ -61,9 +62,9 @@ class OnlineResult:
       step), validation draws that diverged and were replaced (likewise,
       `validation_runs_diverged` and `validation_diverged_runs`), jobs
       started, failed and hung, and the fraction of the loop spent waiting
-      for data; with several trainer ranks, the sums over ranks (the wait
-      fraction: the mean, and each rank's in `wait_fraction_by_rank`) and
-      `ranks`;
+      for data; with several trainer processes, the sums over processes (the
+      wait fraction: the mean, and each process's in
+      `wait_fraction_by_process`) and `processes`;
     - `validation`: the validation data (`{name: array}`).
     """
 
@@ -79,11 +80,7 @@ def data_sharding(batch_size: int, devices: list | None = None) -> NamedSharding
     devices = jax.local_devices() if devices is None else list(devices)
     if len(devices) == 1:
         return None
-    if batch_size % len(devices):
-        raise ValueError(
-            f"`batch_size` ({batch_size}) must be a multiple of the number of devices "
-            f"({len(devices)}) for data-parallel training."
-        )
+    equal_share(batch_size, len(devices), "`batch_size`", among="devices")
     return NamedSharding(Mesh(np.array(devices), ("data",)), PartitionSpec("data"))
 
 
@@ -113,8 +110,8 @@ def train_online(
       `(batch_size, n_params)`, the parameters of each sample's run.
     - `buffer`: the training buffer module.
     - `batch_size`: samples per step (a multiple of the number of devices;
-      with several trainer ranks, each draws `batch_size / ranks` of them
-      from its own buffer).
+      with several trainer processes, each draws `batch_size / processes` of
+      them from its own buffer).
     - `launcher`: default [`LocalLauncher`][sciml.online.LocalLauncher]`()`.
     - `evaluate(model, validation) -> dict of scalars`: the validation metric,
       run every `eval_every` steps and at the end on the validation data
@@ -129,17 +126,17 @@ def train_online(
       `metrics.jsonl`, `validation.h5`, and `online/` (job specs, solver logs,
       `events.jsonl`). A directory with checkpoints is resumed.
 
-    On several processes (`jax.process_count() > 1`) each process is one
-    trainer rank: rank `r` runs its share of the study's runs (global runs
-    `r, r + ranks, …`) with its own receiver (see `Study.address`), buffer and
-    solver jobs, in `online/rank-<r>/`. Rank 0 solves the validation runs,
-    the others read them from `validation.h5`. Every step takes
-    `batch_size / ranks` samples from each rank's buffer and waits for every
-    rank: a rank waiting for data holds the step up, and its wait fraction
-    shows it. The job ends when any rank's stream has ended (samples left in
-    the other ranks' buffers stay untrained), so give every rank the same
-    number of runs (`n_runs` a multiple of the ranks). A checkpoint holds
-    every rank's stream and is resumed by as many ranks.
+    On several processes (`jax.process_count() > 1`) process `r` of `P` runs
+    its share of the study's runs (global runs `r, r + P, …`) with its own
+    receiver (see `Study.address`), buffer and solver jobs, in
+    `online/process-<r>/`. Process 0 solves the validation runs, the others
+    read them from `validation.h5`. Every step takes `batch_size / P` samples
+    from each process's buffer and waits for every process: a process waiting
+    for data holds the step up, and its wait fraction shows it. The job ends
+    when any process's stream has ended (samples left in the other processes'
+    buffers stay untrained), so give every process the same number of runs
+    (`n_runs` a multiple of `P`). A checkpoint holds every process's stream
+    and is resumed by as many processes.
 
     **Returns:** an [`OnlineResult`][sciml.online.OnlineResult].
     """
@@ -158,9 +155,9 @@ def train_online(
                 f"`devices` must be None on {group.count} processes: a batch is split over "
                 "every process's devices."
             )
-        batch_size, sharding = local_batch_size(batch_size, group.count), None
+        batch_size, sharding = equal_share(batch_size, group.count, "`batch_size`"), None
         validation, diverged = shared_validation(study, workdir / "validation.h5", group)
-        online = workdir / "online" / f"rank-{group.index}"
+        online = process_folder(workdir / "online", group.index)
     example = {name: x[0] for name, x in validation.items() if name not in BOOKKEEPING}
     stream = SampleStream(
         study,
@@ -169,12 +166,12 @@ def train_online(
         batch_size=batch_size,
         launcher=LocalLauncher() if launcher is None else launcher,
         workdir=online,
-        rank=group.index,
-        ranks=group.count,
+        process=group.index,
+        processes=group.count,
     )
 
     def batch_fn(step: int, batch_key: jax.Array) -> dict[str, jax.Array]:
-        if not group.single:  # each rank's buffer draws with its own key
+        if not group.single:  # each process's buffer draws with its own key
             batch_key = jax.random.fold_in(batch_key, group.index)
         batch = stream.batch(batch_key)
         return jax.device_put(batch, sharding) if sharding is not None else batch
@@ -193,7 +190,7 @@ def train_online(
             monitor=lambda: merged_monitor(stream.monitor(), group),
         )
     finally:
-        stream.close()  # also when another rank died: no solver outlives its rank
+        stream.close()  # also when another process died: no solver outlives its trainer
     summary = merged_summary(stream.summary(), group)
     summary["validation_runs_diverged"] = len(diverged)
     summary["validation_diverged_runs"] = diverged

@@ -30,6 +30,7 @@ from ._cells import (
     AbstractCell as AbstractCell,
     ParaGRU as ParaGRU,
     ParaLSTM as ParaLSTM,
+    declared_structure as declared_structure,
 )
 from ._damped import DampedNewton as DampedNewton
 from ._elk import kalman_filter_means as kalman_filter_means

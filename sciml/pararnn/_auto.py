@@ -97,3 +97,9 @@ class Auto(AbstractSolver):
         if self.uses_newton(length, state_size, structure):
             return self.newton
         return Sequential()
+
+    def solve_window(self, fn, h0, xs, structure, guess):
+        """The window solve of the solver `select` chooses for this window."""
+        length = jax.tree_util.tree_leaves(xs)[0].shape[0]
+        solver = self.select(length, h0.shape[0], structure)
+        return solver.solve_window(fn, h0, xs, structure, guess)

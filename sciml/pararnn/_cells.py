@@ -16,8 +16,9 @@ states to the layer outputs (the `h` half of an LSTM state `[c, h]`).
 from __future__ import annotations
 
 import abc
+import inspect
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -40,6 +41,15 @@ def _recurrent_product(weight: Array, h: Array) -> Array:
     hidden size 64 over 16k steps failed Newton and its sequential fallback.)
     """
     return jnp.matmul(weight, h, precision=jax.lax.Precision.HIGHEST)
+
+
+def declared_structure(cell: Any) -> AbstractStructure:
+    """The Jacobian structure `cell` declares: the `structure` of an
+    [`AbstractCell`][sciml.pararnn.AbstractCell] (also of its bound method,
+    `para_gru.step`), which is `Dense()` unless the class declares another;
+    `Dense()` (always correct) for any other function."""
+    owner = cell.__self__ if inspect.ismethod(cell) else cell
+    return owner.structure if isinstance(owner, AbstractCell) else Dense()
 
 
 class AbstractCell(eqx.Module):

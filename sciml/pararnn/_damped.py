@@ -21,7 +21,9 @@ from ._solvers import (
     _Tolerance,
     _tolerance,
     all_finite,
+    initial_guess,
     shift,
+    window_result,
 )
 
 
@@ -54,6 +56,26 @@ class DampedNewton(AbstractBackup):
 
     def tolerance(self, dtype) -> _Tolerance:
         return _tolerance(self.rtol, self.atol, dtype)
+
+    def solve_window(self, fn, h0, xs, structure, guess):
+        """Alone: damped steps from `guess`; a failure unless they converge."""
+        tolerance = self.tolerance(h0.dtype)
+        hs = initial_guess(self.guess, fn, h0, xs) if guess is None else guess
+        fs = jax.vmap(fn)(shift(h0, hs), xs)
+        finite = all_finite(hs) & all_finite(fs)
+        res = jnp.where(finite, jnp.max(jnp.abs(hs - fs)), jnp.inf)
+        done = jnp.array(False)
+        hs, res, iterations = self.recover(fn, h0, xs, structure, hs, res, done, tolerance)
+        return window_result(
+            hs,
+            res,
+            tolerance,
+            ~finite,
+            iterations=jnp.array(0, jnp.int32),
+            newton_converged=done,
+            fallback=done,
+            fallback_iterations=iterations,
+        )
 
     def recover(self, fn, h0, xs, structure, hs, res, done, tolerance):
         sigma2 = 1.0 / self.damping

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..recurrence import AbstractScanMethod
 from ._newton import Newton
-from ._solvers import (
-    AbstractBackup,
-    AbstractSolver,
-)
+from ._solvers import AbstractBackup, AbstractSolver
 
 
 class Fallback(AbstractSolver):
@@ -30,3 +28,15 @@ class Fallback(AbstractSolver):
             raise ValueError(
                 f"`backup` must be Sequential() or DampedNewton(...); got {self.backup!r}."
             )
+
+    def window_steps(self) -> int | None:
+        return self.primary.window_steps()
+
+    def linear_method(self) -> AbstractScanMethod:
+        return self.primary.linear_method()
+
+    def checked(self, fn, h0, xs, structure, guess):
+        return self.primary.checked(fn, h0, xs, structure, guess)
+
+    def solve_window(self, fn, h0, xs, structure, guess):
+        return self.primary.solve_with_backup(fn, h0, xs, structure, guess, self.backup)

@@ -21,9 +21,8 @@ from .._checks import (
 from ..solution import Solution
 from ._auto import Auto
 from ._cells import GRU, LSTM, AbstractCell, ParaGRU, ParaLSTM
-from ._sequential import Sequential
 from ._solve import solve_recurrence
-from ._solvers import AbstractSolver, sequential_solve
+from ._solvers import AbstractSolver, check_solver_type, sequential_solve
 
 
 class RNN(eqx.Module):
@@ -62,11 +61,7 @@ class RNN(eqx.Module):
                 f"cell must be an AbstractCell (ParaGRU, ParaLSTM, GRU, LSTM or a subclass); "
                 f"got {type(self.cell).__name__}."
             )
-        if not isinstance(self.solver, AbstractSolver):
-            raise ValueError(
-                "solver must be Sequential(), Newton(...), DampedNewton(...), "
-                f"Fallback(primary, backup) or Auto(); got {self.solver!r}."
-            )
+        check_solver_type(self.solver)
 
     def with_solver(self, solver: AbstractSolver) -> RNN:
         """The same layer (same parameters) with another solver."""
@@ -74,9 +69,7 @@ class RNN(eqx.Module):
 
     def resolved_solver(self, length: int) -> AbstractSolver:
         """The solver a call on `length` steps runs (`Auto` resolved)."""
-        if isinstance(self.solver, Auto):
-            return self.solver.select(length, self.cell.state_size, self.cell.structure)
-        return self.solver
+        return self.solver.select(length, self.cell.state_size, self.cell.structure)
 
     def _prepare(self, xs, h0):
         xs = jnp.asarray(xs)
@@ -121,7 +114,7 @@ class RNN(eqx.Module):
         """
         us, h0 = self._prepare(xs, h0)
         solver = self.resolved_solver(jnp.shape(xs)[0])
-        if isinstance(solver, Sequential):
+        if not solver.parallel:
             return sequential_solve(self.cell.step, h0, us, unroll=solver.unroll), None
         solution = solve_recurrence(self.cell.step, h0, us, solver, structure=self.cell.structure)
         return solution.value, solution

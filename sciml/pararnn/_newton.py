@@ -25,8 +25,11 @@ from ._solvers import (
     _residual_and_finite,
     _Tolerance,
     _tolerance,
+    initial_guess,
     shift,
+    window_result,
 )
+from ._structure import structure_error
 
 
 class Newton(AbstractSolver):
@@ -89,6 +92,58 @@ class Newton(AbstractSolver):
 
     def tolerance(self, dtype) -> _Tolerance:
         return _tolerance(self.rtol, self.atol, dtype)
+
+    def window_steps(self) -> int | None:
+        return self.window
+
+    def linear_method(self) -> AbstractScanMethod:
+        return self.linear
+
+    def start(self, fn, h0, xs, guess):
+        """The first iterate: `guess`, or the one `self.guess` names."""
+        return initial_guess(self.guess, fn, h0, xs) if guess is None else guess
+
+    def checked(self, fn, h0, xs, structure, guess):
+        """With `check_structure`, `h0` raising (under `jit` too) when the cell's
+        Jacobian at the first iterate is not `structure`."""
+        if not self.check_structure:
+            return h0
+        error = structure_error(fn, structure, shift(h0, self.start(fn, h0, xs, guess)), xs)
+        return eqx.error_if(
+            h0,
+            ~(error <= 1e3 * jnp.finfo(h0.dtype).eps),
+            f"solve_recurrence: the cell's Jacobian is not {structure} "
+            "(check_structure=True); declare the structure it has (Dense() always works).",
+        )
+
+    def solve_window(self, fn, h0, xs, structure, guess):
+        """Newton alone: the last finite iterate, flagged unless it converged."""
+        return self.solve_with_backup(fn, h0, xs, structure, guess, None)
+
+    def solve_with_backup(self, fn, h0, xs, structure, guess, backup):
+        """Newton's iterations; where they did not converge, `backup`
+        (`Sequential()` or `DampedNewton(...)`; None: none) runs from the
+        last finite iterate with Newton's tolerance, and its states decide."""
+        tolerance = self.tolerance(h0.dtype)
+        guess = self.start(fn, h0, xs, guess)
+        iterations, hs, res, result = self.iterate(fn, h0, xs, structure, guess, tolerance)
+        done = result == RESULTS.successful
+        fallback, fallback_iterations = jnp.zeros_like(done), jnp.array(0, jnp.int32)
+        if backup is not None:
+            hs, res, fallback_iterations = backup.recover(
+                fn, h0, xs, structure, hs, res, done, tolerance
+            )
+            fallback = ~done
+        return window_result(
+            hs,
+            res,
+            tolerance,
+            result == RESULTS.recurrence_nonfinite,
+            iterations=iterations,
+            newton_converged=done,
+            fallback=fallback,
+            fallback_iterations=fallback_iterations,
+        )
 
     def iterate(self, fn, h0, xs, structure, guess, tolerance):
         """Newton iterations from `guess`; returns `(iterations, hs, residual, result)`.

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from .._checks import check_positive_int
-from ._solvers import (
-    AbstractBackup,
-    _residual,
-    sequential_solve,
-    shift,
-)
+from ..solution import RESULTS
+from ._solvers import AbstractBackup, _residual, all_finite, sequential_solve, shift
 
 
 class Sequential(AbstractBackup):
@@ -25,9 +23,26 @@ class Sequential(AbstractBackup):
     """
 
     unroll: int = eqx.field(static=True, default=1)
+    parallel: ClassVar[bool] = False
 
     def __check_init__(self):
         check_positive_int("unroll", self.unroll)
+
+    def solve_window(self, fn, h0, xs, structure, guess):
+        """`lax.scan` over the steps (exact; `guess` is not needed)."""
+        hs = sequential_solve(fn, h0, xs, unroll=self.unroll)
+        finite = all_finite(hs)
+        zero = jnp.array(0, jnp.int32)
+        stats = {
+            "iterations": zero,
+            "residual": jnp.zeros((), h0.dtype),
+            "converged": finite,
+            "newton_converged": jnp.array(False),
+            "nonfinite": ~finite,
+            "fallback": jnp.array(False),
+            "fallback_iterations": zero,
+        }
+        return hs, RESULTS.where(finite, RESULTS.successful, RESULTS.recurrence_nonfinite), stats
 
     def recover(self, fn, h0, xs, structure, hs, res, done, tolerance):
         # A while-loop rather than `lax.cond`: under `vmap` a cond with a batched

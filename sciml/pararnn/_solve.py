@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,14 +19,14 @@ from jax import lax
 from jaxtyping import Array, Float
 
 from .._checks import check_finite
-from ..recurrence import AutoScan, Dense, transposed_recurrence
+from ..recurrence import transposed_recurrence
 from ..solution import RESULTS, Solution, make_solution
-from ._auto import Auto
+from ._cells import declared_structure
 from ._fallback import Fallback
 from ._newton import Newton
 from ._sequential import Sequential
-from ._solvers import AbstractSolver, all_finite, initial_guess, sequential_solve, shift
-from ._structure import check_structure_type, structure_error
+from ._solvers import all_finite, check_solver_type, shift
+from ._structure import check_structure_type
 
 
 # how the stats of windows combine: the worst window wins
@@ -40,62 +39,6 @@ _WORST = {
     "fallback": jnp.any,
     "fallback_iterations": jnp.max,
 }
-
-
-def _parts(solver):
-    """`(newton, backup)` of a parallel solver (either may be `None`)."""
-    if isinstance(solver, Fallback):
-        return solver.primary, solver.backup
-    if isinstance(solver, Newton):
-        return solver, None
-    return None, solver  # DampedNewton alone
-
-
-def _solve_window(fn, h0, xs, guess, structure, solver):
-    """The solver on one window; returns `(hs, result, stats)`.
-
-    Newton's result comes out of its loop (`successful`, `recurrence_nonfinite`
-    or `recurrence_max_steps_reached`); where it is not `successful` the backup
-    runs, and its states decide: `successful` if they meet the tolerance,
-    `recurrence_nonfinite` if they are not finite, else Newton's failure.
-    """
-    newton, backup = _parts(solver)
-    tolerance = (newton or backup).tolerance(h0.dtype)
-    if newton is not None:
-        iterations, hs, res, result = newton.iterate(fn, h0, xs, structure, guess, tolerance)
-    else:  # DampedNewton alone: from the guess, a failure unless it converges
-        hs, iterations = guess, jnp.array(0, jnp.int32)
-        fs = jax.vmap(fn)(shift(h0, hs), xs)
-        finite = all_finite(hs) & all_finite(fs)
-        res = jnp.where(finite, jnp.max(jnp.abs(hs - fs)), jnp.inf)
-        result = RESULTS.where(
-            finite, RESULTS.recurrence_max_steps_reached, RESULTS.recurrence_nonfinite
-        )
-    done = result == RESULTS.successful
-    nonfinite = result == RESULTS.recurrence_nonfinite
-    if backup is None:
-        fallback_iterations = jnp.array(0, jnp.int32)
-    else:
-        hs, res, fallback_iterations = backup.recover(
-            fn, h0, xs, structure, hs, res, done, tolerance
-        )
-    converged = (res <= tolerance(hs)) & all_finite(hs)
-    failed = RESULTS.where(
-        all_finite(hs) & ~nonfinite,
-        RESULTS.recurrence_max_steps_reached,
-        RESULTS.recurrence_nonfinite,
-    )
-    result = RESULTS.where(converged, RESULTS.successful, failed)
-    stats = {
-        "iterations": iterations,
-        "residual": res,
-        "converged": converged,
-        "newton_converged": done,
-        "nonfinite": nonfinite,
-        "fallback": ~done & (backup is not None) & (newton is not None),
-        "fallback_iterations": fallback_iterations,
-    }
-    return hs, result, stats
 
 
 def _worst(results: RESULTS) -> RESULTS:
@@ -112,18 +55,13 @@ def _worst(results: RESULTS) -> RESULTS:
     )
 
 
-def _forward(fn, h0, xs, guess_array, structure, solver):
-    """All windows; returns `(hs, result, stats)`."""
-    newton, backup = _parts(solver)
-    guess_kind = (newton or backup).guess
+def _forward(fn, h0, xs, guess, structure, solver):
+    """All windows of the solver's size, one after the other (the last state of
+    one starts the next); returns `(hs, result, stats)`."""
     length = jax.tree_util.tree_leaves(xs)[0].shape[0]
-    window = None if newton is None else newton.window
-
-    def guess_of(h0, xs, array):
-        return initial_guess(guess_kind, fn, h0, xs) if array is None else array
-
+    window = solver.window_steps()
     if window is None or window >= length:
-        return _solve_window(fn, h0, xs, guess_of(h0, xs, guess_array), structure, solver)
+        return solver.solve_window(fn, h0, xs, structure, guess)
     count = -(-length // window)
     pad = count * window - length
 
@@ -133,11 +71,11 @@ def _forward(fn, h0, xs, guess_array, structure, solver):
         return leaf.reshape(count, window, *leaf.shape[1:])
 
     xs_w = jax.tree_util.tree_map(split, xs)
-    guess_w = None if guess_array is None else split(guess_array)
+    guess_w = None if guess is None else split(guess)
 
     def one(h_prev, inputs):
         x, g = inputs
-        hs, result, stats = _solve_window(fn, h_prev, x, guess_of(h_prev, x, g), structure, solver)
+        hs, result, stats = solver.solve_window(fn, h_prev, x, structure, g)
         return hs[-1], (hs, result, stats)
 
     _, (hs, results, stats) = lax.scan(one, h0, (xs_w, guess_w))
@@ -147,8 +85,6 @@ def _forward(fn, h0, xs, guess_array, structure, solver):
 
 def _make_solve(fn, structure, solver):
     """The custom-VJP solve of `fn(h, x, *consts)` as a function of `(consts, h0, xs, guess)`."""
-    newton, _ = _parts(solver)
-    linear = AutoScan() if newton is None else newton.linear
 
     def cell(consts):
         return lambda h, x: fn(h, x, *consts)
@@ -168,7 +104,8 @@ def _make_solve(fn, structure, solver):
         _, jac = jax.vmap(
             lambda h, x: structure.value_and_jacobian(lambda v: cell(consts)(v, x), h)
         )(prev, xs)
-        lam = transposed_recurrence(jac, cotangents[0], structure=structure, method=linear)
+        method = solver.linear_method()
+        lam = transposed_recurrence(jac, cotangents[0], structure=structure, method=method)
         # one VJP of the vmapped cell gives the parameter, input and h0 gradients
         _, vjp = jax.vjp(lambda c, p, x: jax.vmap(cell(c))(p, x), consts, prev, xs)
         grad_consts, grad_prev, grad_xs = vjp(lam)
@@ -230,9 +167,11 @@ def solve_recurrence(
       `Fallback(Newton(), Sequential())`) or [`Auto()`][sciml.pararnn.Auto].
     - `structure`: the structure of `∂cell/∂h`
       ([`Diagonal()`][sciml.recurrence.Diagonal], `Block(K)`, `Dense()`);
-      default: the structure the cell declares (also for a bound method such
-      as `para_gru.step`), else `Dense()` (always
-      correct; `n` JVPs per step). Must be true of the cell, see
+      default: the `structure` an [`AbstractCell`][sciml.pararnn.AbstractCell]
+      declares (also for its bound method, `para_gru.step`), whose default is
+      `Dense()`; `Dense()` for any other function (always correct; `n` JVPs
+      per step). See [`declared_structure`][sciml.pararnn.declared_structure].
+      Must be true of the cell, see
       [`check_structure`][sciml.pararnn.check_structure].
     - `guess`: an initial trajectory `(T, n)` (e.g. a previous solution),
       replacing the solver's `guess`.
@@ -275,14 +214,8 @@ def solve_recurrence(
         for leaf in leaves:
             check_finite("xs", leaf)
     solver = Fallback(Newton(), Sequential()) if solver is None else solver
-    if not isinstance(solver, AbstractSolver):
-        raise ValueError(
-            "solver must be Sequential(), Newton(...), DampedNewton(...), "
-            f"Fallback(primary, backup) or Auto(); got {solver!r}."
-        )
-    if structure is None:  # declared by the cell, or by the module of a bound `cell.step`
-        owner = getattr(cell, "__self__", cell)
-        structure = getattr(cell, "structure", getattr(owner, "structure", Dense()))
+    check_solver_type(solver)
+    structure = declared_structure(cell) if structure is None else structure
     check_structure_type(structure)
     structure.shape(n)
     x_example = jax.tree_util.tree_map(lambda leaf: leaf[0], xs)
@@ -291,40 +224,17 @@ def solve_recurrence(
         guess = jnp.asarray(guess, h0.dtype)
         if guess.shape != (length, n):
             raise ValueError(f"guess must have shape (T, n) = {(length, n)}; got {guess.shape}.")
-    if isinstance(solver, Auto):
-        solver = solver.select(length, n, structure)
+    solver = solver.select(length, n, structure)
 
     # non-finite input gives RESULTS.recurrence_nonfinite: one runtime check, not two
     bad_input = ~all_finite(h0, *leaves)
-    if isinstance(solver, Sequential):
-        hs = sequential_solve(cell, h0, xs, unroll=solver.unroll)
-        finite = all_finite(hs)
-        zero = jnp.array(0, jnp.int32)
-        stats = {
-            "iterations": zero,
-            "residual": jnp.zeros((), h0.dtype),
-            "converged": finite,
-            "newton_converged": jnp.array(False),
-            "nonfinite": ~finite,
-            "fallback": jnp.array(False),
-            "fallback_iterations": zero,
-        }
-        result = RESULTS.where(finite, RESULTS.successful, RESULTS.recurrence_nonfinite)
-    else:
-        newton, _ = _parts(solver)
-        if newton is not None and newton.check_structure:
-            start = initial_guess(newton.guess, cell, h0, xs) if guess is None else guess
-            error = structure_error(cell, structure, shift(h0, start), xs)
-            limit = 1e3 * jnp.finfo(h0.dtype).eps
-            h0 = eqx.error_if(
-                h0,
-                ~(error <= limit),
-                f"solve_recurrence: the cell's Jacobian is not {structure} "
-                "(check_structure=True); declare the structure it has (Dense() always works).",
-            )
+    if solver.parallel:  # differentiated by the implicit-function theorem
+        h0 = solver.checked(cell, h0, xs, structure, guess)
         converted, consts = jax.closure_convert(lambda h, x: cell(h, x), h0, x_example)
         hs, result, stats = _make_solve(converted, structure, solver)(consts, h0, xs, guess)
         stats = lax.stop_gradient(stats)
+    else:  # differentiated through its own steps
+        hs, result, stats = _forward(cell, h0, xs, guess, structure, solver)
     stats["converged"] = stats["converged"] & ~bad_input
     result = RESULTS.where(bad_input, RESULTS.recurrence_nonfinite, result)
     return make_solution(hs, result, stats, throw=throw)

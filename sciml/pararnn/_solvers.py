@@ -26,7 +26,7 @@ import abc
 import math
 import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -36,9 +36,8 @@ from jax import lax
 from jaxtyping import Array, Bool, Float
 
 from .._checks import check_choice
-from ..recurrence import (
-    AbstractStructure,
-)
+from ..recurrence import AbstractScanMethod, AbstractStructure, AutoScan
+from ..solution import RESULTS
 
 
 _TOLERANCES = {8: 1e-12, 4: 1e-5, 2: 1e-2}
@@ -151,7 +150,78 @@ def _check_guess(guess):
 
 class AbstractSolver(eqx.Module):
     """A way to evaluate a recurrence; pass one to
-    [`solve_recurrence`][sciml.pararnn.solve_recurrence] or [`RNN`][sciml.pararnn.RNN]."""
+    [`solve_recurrence`][sciml.pararnn.solve_recurrence] or [`RNN`][sciml.pararnn.RNN].
+
+    A solver owns its step: [`solve_window`][sciml.pararnn.AbstractSolver.solve_window]
+    evaluates the recurrence on one window of steps, and the driver never asks
+    what kind of solver it holds. `parallel` declares how the solution is
+    differentiated: by the implicit-function theorem (one transposed linear
+    recurrence by `linear_method()`), or, for a solver that steps through
+    time, through its own steps.
+    """
+
+    #: Evaluates every step at once (differentiated by the implicit-function
+    #: theorem); False for a solver that steps through time.
+    parallel: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def solve_window(
+        self, fn: Callable, h0: Array, xs: Any, structure: AbstractStructure, guess: Array | None
+    ) -> tuple[Array, RESULTS, dict[str, Array]]:
+        """The states `h_1..h_T` of `h_t = fn(h_{t-1}, x_t)` on one window,
+        from the trajectory `guess` (`(T, n)`; None: the solver's own
+        guess); returns `(hs, result, stats)` with the stats of
+        [`solve_recurrence`][sciml.pararnn.solve_recurrence]."""
+
+    def select(self, length: int, state_size: int, structure: AbstractStructure) -> AbstractSolver:
+        """The solver a call on `length` steps runs: itself (`Auto` chooses)."""
+        return self
+
+    def window_steps(self) -> int | None:
+        """Steps per window (solved one window after the other); None: all at once."""
+        return None
+
+    def linear_method(self) -> AbstractScanMethod:
+        """The linear-recurrence method of the implicit-function backward pass."""
+        return AutoScan()
+
+    def checked(self, fn: Callable, h0: Array, xs: Any, structure: AbstractStructure, guess):
+        """`h0`, with any check the solver makes of the cell before it runs
+        (`Newton(check_structure=True)`)."""
+        return h0
+
+
+def check_solver_type(solver: Any) -> None:
+    """A `ValueError` naming the solver modules unless `solver` is one."""
+    if not isinstance(solver, AbstractSolver):
+        raise ValueError(
+            "solver must be Sequential(), Newton(...), DampedNewton(...), "
+            f"Fallback(primary, backup) or Auto(); got {solver!r}."
+        )
+
+
+def window_result(
+    hs, res, tolerance, nonfinite, *, iterations, newton_converged, fallback, fallback_iterations
+):
+    """`(hs, result, stats)` of a window of a parallel solver: `successful` if
+    the states meet the tolerance, `recurrence_nonfinite` if they are not finite
+    or an iterate was not (`nonfinite`), else `recurrence_max_steps_reached`."""
+    converged = (res <= tolerance(hs)) & all_finite(hs)
+    failed = RESULTS.where(
+        all_finite(hs) & ~nonfinite,
+        RESULTS.recurrence_max_steps_reached,
+        RESULTS.recurrence_nonfinite,
+    )
+    stats = {
+        "iterations": iterations,
+        "residual": res,
+        "converged": converged,
+        "newton_converged": newton_converged,
+        "nonfinite": nonfinite,
+        "fallback": fallback,
+        "fallback_iterations": fallback_iterations,
+    }
+    return hs, RESULTS.where(converged, RESULTS.successful, failed), stats
 
 
 class AbstractBackup(AbstractSolver):

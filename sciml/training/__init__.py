@@ -1,5 +1,12 @@
 """What every trainer shares: the jitted step, optimisers, checkpoints, metrics."""
 
+from .._deprecated import removed_names as _removed_names
+
+# moved to sciml.distributed, importable here until the release named in sciml._deprecated
+from ..distributed import (
+    ProcessGroup as ProcessGroup,
+    initialize_processes as initialize_processes,
+)
 from ._checkpoint import (
     Checkpointer as Checkpointer,
     CheckpointMismatchError as CheckpointMismatchError,
@@ -8,23 +15,16 @@ from ._checkpoint import (
     restore_model as restore_model,
 )
 from ._chunked import ChunkedRun as ChunkedRun
-from ._fit import (
+from ._errors import (
     EndOfData as EndOfData,
-    ExtraState as ExtraState,
-    FitResult as FitResult,
     NonFiniteBatchError as NonFiniteBatchError,
     NonFiniteLossError as NonFiniteLossError,
     ResumePastEndError as ResumePastEndError,
-    fit as fit,
-    sigterm_as_interrupt as sigterm_as_interrupt,
 )
+from ._fit import ExtraState as ExtraState, FitResult as FitResult, fit as fit
 from ._memory import peak_memory_bytes as peak_memory_bytes
 from ._metrics import MetricsWriter as MetricsWriter, read_metrics as read_metrics
 from ._optim import make_optimizer as make_optimizer, make_schedule as make_schedule
-from ._processes import (
-    ProcessGroup as ProcessGroup,
-    initialize_processes as initialize_processes,
-)
 from ._progress import LineProgress as LineProgress, progress_bar as progress_bar
 from ._settings import OptimizerSettings as OptimizerSettings, TrainSettings as TrainSettings
 from ._step import (
@@ -32,3 +32,6 @@ from ._step import (
     make_train_step as make_train_step,
     trainable as trainable,
 )
+
+
+__getattr__ = _removed_names(__name__)

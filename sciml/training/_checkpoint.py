@@ -12,6 +12,8 @@ to a temporary folder and renames it.
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from ._processes import ProcessGroup, pack_arrays, unpack_arrays
+from ..distributed import ProcessGroup
 
 
 class Extra(NamedTuple):
@@ -370,3 +372,19 @@ def restore_model(run_dir: str | Path, model_like: Any, *, step: int | None = No
         return checkpointer.restore_model(model_like, step)
     finally:
         checkpointer.close()
+
+
+def pack_arrays(arrays: dict[str, np.ndarray], data: Any) -> bytes:
+    """`arrays` and JSON `data` as one `.npz` blob (no pickles)."""
+    out = io.BytesIO()
+    payload = np.frombuffer(json.dumps(data).encode(), np.uint8)
+    np.savez(out, **{f"a_{k}": np.asarray(v) for k, v in arrays.items()}, data=payload)
+    return out.getvalue()
+
+
+def unpack_arrays(blob: bytes) -> tuple[dict[str, np.ndarray], Any]:
+    """The `(arrays, data)` of a `pack_arrays` blob."""
+    with np.load(io.BytesIO(blob), allow_pickle=False) as f:
+        arrays = {k[2:]: f[k] for k in f.files if k.startswith("a_")}
+        data = json.loads(f["data"].tobytes())
+    return arrays, data

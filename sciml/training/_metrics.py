@@ -24,26 +24,37 @@ def to_python(value: Any) -> Any:
 
 
 class MetricsWriter:
-    """Appends one JSON object per line to `path` (`metrics.jsonl`)."""
+    """Appends one JSON object per line to `path` (`metrics.jsonl`).
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    `main` says whether this process writes (see
+    [`is_main_process`][sciml.distributed.is_main_process]): a writer of
+    another process of a run writes, truncates and reads nothing.
+    """
+
+    def __init__(self, path: str | Path, *, main: bool = True):
+        self.path, self.main = Path(path), bool(main)
+        if self.main:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(to_python(record), sort_keys=True) + "\n")
+        if self.main:
+            with self.path.open("a") as f:
+                f.write(json.dumps(to_python(record), sort_keys=True) + "\n")
 
-    def truncate_after(self, step: int) -> None:
-        """Drops the lines logged after `step` (they are recomputed on resume)."""
-        if not self.path.exists():
-            return
+    def truncate_after(self, step: int) -> list[dict[str, Any]]:
+        """Drops the lines logged after `step` (they are recomputed on resume).
+
+        **Returns:** the records kept.
+        """
+        if not self.main or not self.path.exists():
+            return []
         kept = [
             line
             for line in self.path.read_text().splitlines()
             if line.strip() and json.loads(line).get("step", 0) <= step
         ]
         self.path.write_text("".join(line + "\n" for line in kept))
+        return [json.loads(line) for line in kept]
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -11,10 +11,20 @@ is a new field here and nothing else.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from pathlib import Path
 from typing import Any
 
-from .._checks import check_int, check_positive_int
+import numpy as np
+
+from .._checks import check_choice, check_int, check_real, is_int
+
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("constant", "cosine", "step")
+#: The keys a parameter group of `OptimizerSettings.groups` may override.
+GROUP_KEYS = ("learning_rate", "weight_decay", "schedule", "warmup_steps", "end_factor")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +63,12 @@ class TrainSettings:
         check_int("steps", self.steps, minimum=0)
         check_int("checkpoint_every", self.checkpoint_every, minimum=0)
         check_int("eval_every", self.eval_every, minimum=0)
-        check_positive_int("log_every", self.log_every)
-        check_positive_int("keep_checkpoints", self.keep_checkpoints)
+        check_int("log_every", self.log_every, minimum=1)
+        check_int("keep_checkpoints", self.keep_checkpoints, minimum=1)
+        for name in ("progress", "check_batch"):  # `progress="no"` would show the bar
+            value = getattr(self, name)
+            if not isinstance(value, bool | np.bool_):
+                raise TypeError(f"`{name}` must be True or False, got {value!r}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +88,11 @@ class OptimizerSettings:
     - `clip_norm`: global-norm clipping of the gradient (0 turns it off).
     - `groups`: `{label: {key: value}}` overrides for labelled parameters.
 
-    Values are checked when the optimiser is built, each error naming its key.
+    Each value is checked here, once, with an error naming its key
+    (`optimizer.<key>`) and the accepted values: numbers must be numbers (not
+    strings), `b1`, `b2` and `momentum` in `[0, 1)`, `eps`, `weight_decay`
+    and `clip_norm` >= 0, and so on; a key only one choice of `name` or
+    `schedule` reads is checked when it is read.
     """
 
     name: str = "adam"
@@ -93,6 +111,73 @@ class OptimizerSettings:
     decay_factor: float = 0.1
     clip_norm: float = 0.0
     groups: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        check_choice("optimizer.name", self.name, OPTIMIZERS)
+        check_choice("optimizer.schedule", self.schedule, SCHEDULES)
+        check_real("optimizer.learning_rate", self.learning_rate, positive=True)
+        check_int("optimizer.warmup_steps", self.warmup_steps, minimum=0)
+        if self.schedule == "cosine":
+            check_int("optimizer.decay_steps", self.decay_steps, minimum=1)
+            _check_interval(self, "end_factor", 0.0, 1.0)
+        if self.schedule == "step":
+            _check_interval(self, "decay_factor", 0.0, 1.0)
+            if self.decay_factor == 0.0:
+                raise ValueError("`optimizer.decay_factor` must be in (0, 1], got 0.0.")
+            _check_boundaries(self.boundaries)
+        _check_interval(self, "weight_decay", 0.0, math.inf)
+        if self.name in ("adam", "adamw"):
+            for name in ("b1", "b2"):
+                _check_interval(self, name, 0.0, 1.0, closed_hi=False)
+            _check_interval(self, "eps", 0.0, math.inf)
+        if self.name == "adam" and self.weight_decay > 0:
+            raise ValueError(
+                "optimizer.weight_decay > 0 needs name='adamw' (decoupled decay) or 'sgd'; "
+                f"got name='adam' with weight_decay={self.weight_decay}."
+            )
+        if self.name == "sgd":
+            _check_interval(self, "momentum", 0.0, 1.0, closed_hi=False)
+            if not isinstance(self.nesterov, bool):
+                raise ValueError(
+                    f"`optimizer.nesterov` must be True or False, got {self.nesterov!r}."
+                )
+        _check_interval(self, "clip_norm", 0.0, math.inf)
+        for label, overrides in self.groups.items():
+            bad = sorted(set(overrides) - set(GROUP_KEYS))
+            if bad:
+                raise ValueError(
+                    f"optimizer.groups.{label} has unknown keys {bad}; accepted: {list(GROUP_KEYS)}."
+                )
+            self.group(label)  # its settings check themselves
+
+    def group(self, label: str) -> OptimizerSettings:
+        """The settings of the parameters labelled `label`: these, with the
+        group's overrides."""
+        return dataclasses.replace(self, groups={}, **self.groups[label])
+
+
+def _check_interval(
+    settings: OptimizerSettings, name: str, lo: float, hi: float, *, closed_hi: bool = True
+) -> None:
+    """`settings.<name>` is a number in `[lo, hi]` (or `[lo, hi)`), else a one-line error."""
+    value = getattr(settings, name)
+    interval = f"[{lo:g}, {hi:g}{']' if closed_hi else ')'}".replace("inf]", "inf)")
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
+    if ok:
+        inside = lo <= value and (value <= hi if closed_hi else value < hi)
+        ok = inside and math.isfinite(value)
+    if not ok:
+        raise ValueError(f"`optimizer.{name}` must be a number in {interval}, got {value!r}.")
+
+
+def _check_boundaries(boundaries: Any) -> None:
+    if not all(is_int(b) for b in boundaries):
+        raise ValueError(
+            f"`optimizer.boundaries` must be increasing positive integer steps, got {boundaries!r}."
+        )
+    steps = [int(b) for b in boundaries]
+    if sorted(set(steps)) != steps or any(b <= 0 for b in steps):
+        raise ValueError(f"`optimizer.boundaries` must be increasing positive steps, got {steps}.")
 
 
 def field_defaults(cls: type) -> dict[str, Any]:

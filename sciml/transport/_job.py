@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,40 @@ class SolverJob:
     def from_json(cls, data: dict[str, Any]) -> SolverJob:
         runs = tuple(RunSpec(**r) for r in data["runs"])
         return cls(**{**data, "runs": runs})
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> SolverJob:
+        """The job that `write` wrote to `path`; a `ValueError` naming the file
+        and what is wrong with it (missing, a directory, not JSON, not a job)."""
+        name = os.fspath(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"the job file {name!r} does not exist.") from None
+        except IsADirectoryError:
+            raise ValueError(f"the job file {name!r} is a directory, not a JSON file.") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"the job file {name!r} cannot be read: {error}.") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"the job file {name!r} is not JSON ({error}).") from None
+        keys = {field.name for field in dataclasses.fields(cls)}
+        missing = sorted(keys - {"timeout"} - set(data)) if isinstance(data, dict) else []
+        if not isinstance(data, dict) or missing or set(data) - keys:
+            what = f"missing {missing}" if missing else f"keys {sorted(data)}"
+            what = what if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+            raise ValueError(
+                f"the job file {name!r} is not a job description (the keys {sorted(keys)}); "
+                f"got {what}."
+            )
+        try:
+            return cls.from_json(data)
+        except (TypeError, AttributeError) as error:  # a run that is not a RunSpec
+            raise ValueError(
+                f"the job file {name!r} has a run that is not {{'run', 'attempt', 'params', "
+                f"'seed'}}: {error}."
+            ) from None
 
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)

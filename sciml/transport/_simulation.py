@@ -21,11 +21,18 @@ def import_simulation(path: str) -> Callable:
         raise ValueError(
             f"`simulation` must be a dotted path 'package.module.function', got {path!r}."
         )
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(
+            f"`simulation` {path!r} cannot be imported: {type(error).__name__}: {error}."
+        ) from None
     try:
         return getattr(module, name)
     except AttributeError:
-        raise ValueError(f"module {module_name!r} has no function {name!r}.") from None
+        raise ValueError(
+            f"`simulation` {path!r}: module {module_name!r} has no function {name!r}."
+        ) from None
 
 
 def simulate(

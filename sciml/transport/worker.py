@@ -13,22 +13,22 @@ executes it once, fresh.
 A job started by the trainer on this machine dies with it (see
 `die_with_parent`). A solver that raises closes its run with an error status and the process exits
 with status 1, as does a job whose trainer takes no message for the study's
-`timeout` (it was killed, or restarted elsewhere); the trainer then resubmits the runs that did not finish. A run
+`timeout` (it was killed, or restarted elsewhere; one line says so); the trainer then resubmits the runs that did not finish. A run
 that yields more steps than the study declared is an error too (the trainer
-would reject those steps).
+would reject those steps). A job file that is missing or not a job, a
+simulation that cannot be imported and a missing secret end the process with
+one line and exit status 2 before any run starts.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from ._client import SolverClient
 from ._job import PARENT_ENV, WORKER_MODULE, RunSpec, SolverJob
@@ -84,27 +84,40 @@ def run_one(simulation: Callable, job: SolverJob, run: RunSpec, secret: bytes) -
         client.close(CloseStatus.OK)
 
 
-def run_job(job: SolverJob, secret: bytes) -> None:
-    simulation = import_simulation(job.simulation)
+def run_job(job: SolverJob, secret: bytes, simulation: Callable | None = None) -> None:
+    simulation = import_simulation(job.simulation) if simulation is None else simulation
     for run in job.runs:
         print(f"job {job.job}: run {run.run} (attempt {run.attempt})", flush=True)
         run_one(simulation, job, run, secret)
 
 
+def _error(message: str) -> None:
+    print(f"python -m {WORKER_MODULE}: error: {message}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Runs the job; exit status 0 when every run was sent, 2 (one line on
+    standard error, nothing run) for a bad job file, simulation or secret, 1
+    when the trainer took no message for the study's `timeout` or a
+    simulation raised (its traceback is the job's log)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print(f"usage: python -m {WORKER_MODULE} JOB.json", file=sys.stderr)
         return 2
     try:
         secret = secret_from_env()
+        job = SolverJob.read(argv[0])
+        simulation = import_simulation(job.simulation)
     except (KeyError, ValueError) as error:
-        print(error.args[0], file=sys.stderr)
+        _error(error.args[0])
         return 2
     if os.environ.get(PARENT_ENV):
         die_with_parent(int(os.environ[PARENT_ENV]))
-    job = SolverJob.from_json(json.loads(Path(argv[0]).read_text()))
-    run_job(job, secret)
+    try:
+        run_job(job, secret, simulation)
+    except TimeoutError as error:  # the trainer is gone: it resubmits what did not finish
+        _error(str(error))
+        return 1
     return 0
 
 

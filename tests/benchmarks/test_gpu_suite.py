@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gpu import _lease, _suite
-from benchmarks.gpu._rows import ROWS, Row, rows_of, sweep
+from benchmarks.gpu._rows import ROWS, Row, h200, rows_of, sweep
 from benchmarks.gpu._suite import RESERVE_S, Suite
 
 
@@ -217,6 +217,24 @@ def test_overrunning_row_is_stopped_with_its_processes(suite, tmp_path, monkeypa
     assert not alive(pid), "the row's own process survived the stop"
 
 
+def test_a_row_longer_than_the_time_left_is_stopped_inside_the_limit(tmp_path, monkeypatch):
+    """A 30-s row with about 2 s of the limit left runs (it needs 1 s) and is
+    stopped when the limit is spent, not at its own budget: its timeout is
+    the time left, so the rows after it are not lost."""
+    monkeypatch.setattr(_suite, "STOP_GRACE_S", 1.0)
+    suite = Suite(tmp_path, part="speed", smoke=False, limit=RESERVE_S + 2, scale=1.0)
+    try:
+        status = suite.run(make_row("hangs", 30, needs=1))
+        elapsed = time.monotonic() - suite.started
+    finally:
+        suite.close()
+    assert status["status"] == "timeout"
+    # its timeout is what was left (2 s less set-up); the row's own budget gives 30
+    assert status["budget_s"] <= 2, status
+    # measured 3-4 s (timeout, grace 1 s, the stop); its budget would give 31 s
+    assert elapsed < RESERVE_S + 2, elapsed
+
+
 def test_row_is_skipped_when_the_limit_leaves_too_little(tmp_path):
     suite = Suite(tmp_path, part="speed", smoke=False, limit=RESERVE_S + 4, scale=1.0)
     try:
@@ -243,6 +261,19 @@ def test_row_that_cannot_run_here_is_skipped_with_its_note(suite, tmp_path):
     assert len(read(tmp_path)) == 1
 
 
+def test_the_documented_limits_and_budgets():
+    """The numbers `docs/benchmarks.md` and the module docstrings give: a
+    lease runs 540 s (a command may run 600, the machine's start comes out of
+    the rest), a part 420 s (a smoke run 600); a row's budget is its H200
+    seconds × 1.3 (an H100 has about 0.7× the H200's bandwidth); a row that
+    overruns gets SIGTERM, then SIGKILL 10 s later, and the limit keeps 15 s
+    back for that and the table."""
+    assert _lease.LEASE_LIMIT_S == 540.0
+    assert _suite.DEFAULT_LIMIT_S == {False: 420.0, True: 600.0}
+    assert h200(100) == 130.0
+    assert (_suite.STOP_GRACE_S, RESERVE_S) == (10.0, 15.0)
+
+
 def test_parts_hold_every_row_once():
     names = [row.name for row in ROWS]
     assert len(set(names)) == len(names)
@@ -252,6 +283,37 @@ def test_parts_hold_every_row_once():
     assert [r.name for r in rows_of("all")] == names
     for row in ROWS:  # each full part fits its default limit row by row
         assert row.needs(False) <= row.budget(False) <= _suite.DEFAULT_LIMIT_S[False]
+
+
+def test_mistaken_arguments_are_one_line_and_exit_2_before_anything_runs(tmp_path, capsys):
+    """Before: `--out` a file was a `FileExistsError` traceback; a missing,
+    non-folder or empty `--carry` "installed" nothing and every row ran
+    without its packages; `--limit -5` skipped every row with exit status 0."""
+    a_file, empty = tmp_path / "results.jsonl", tmp_path / "empty"
+    a_file.write_text("")
+    empty.mkdir()
+    out = str(tmp_path / "out")
+    cases = [
+        (["--out", str(a_file)], f"--out: {str(a_file)!r} is a file; give a results directory"),
+        (
+            ["--carry", str(tmp_path / "gone")],
+            f"--carry: {str(tmp_path / 'gone')!r} does not exist",
+        ),
+        (["--carry", str(a_file)], f"--carry: {str(a_file)!r} is not a directory"),
+        (["--carry", str(empty)], f"--carry: {str(empty)!r} holds no wheels (*.whl)"),
+        (["--limit", "-5"], "--limit must be a positive number, got -5.0"),
+        (["--limit", "nan"], "--limit must be a positive number, got nan"),
+        (["--budget-scale", "0"], "--budget-scale must be a positive number, got 0.0"),
+    ]
+    for args, message in cases:
+        argv = ["--out", out, "--lease", "--smoke", *args]
+        with pytest.raises(SystemExit) as info:
+            _suite.main(argv)
+        err = capsys.readouterr().err
+        assert info.value.code == 2, args
+        assert err.startswith(f"python -m benchmarks.gpu: error: {message}"), (args, err)
+        assert err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists() and a_file.read_text() == ""  # nothing written
 
 
 def run_suite(out: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:

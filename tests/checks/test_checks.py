@@ -167,6 +167,19 @@ def test_check_finite():
     assert np.isnan(jax.jit(lambda u: check_finite("u", u))(jnp.nan))
 
 
+def test_check_finite_refuses_arrays_that_are_not_numbers():
+    """`[1.0, None]` is an object array: neither finite nor not, so refused
+    (it passed before, as an integer array does), in `sciml` and `solvers`."""
+    from solvers._checks import check_finite as solvers_check_finite
+
+    for check in (check_finite, solvers_check_finite):
+        for bad, dtype in (([1.0, None], "object"), (np.array(["1.0"]), "<U3")):
+            message = rf"^`u` must be a numeric array \(floats, integers or booleans\), got an array of dtype {dtype}: "
+            with pytest.raises(TypeError, match=message):
+                check("u", bad)
+        assert check("u", np.array([True])) is not None and check("u", [1, 2]) is not None
+
+
 def test_check_positive_finite():
     assert check_positive_finite("dt", np.array([0.1, 2.0])) is not None
     with pytest.raises(ValueError, match="^`dt` must be finite and > 0, got 0.0.$"):

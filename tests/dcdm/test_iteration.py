@@ -342,7 +342,7 @@ def test_bad_arguments_raise_early():
     with pytest.raises(ValueError, match="`n_orthogonal` must be an integer >= 0"):
         solve(apply_A, b, lambda r: r, DCDM(n_orthogonal=-1))
     with pytest.raises(ValueError, match="`rtol` and `atol`"):
-        solve(apply_A, b, lambda r: r, DCDM(rtol=0.0))
+        solve(apply_A, b, lambda r: r, DCDM(rtol=-1.0))
     with pytest.raises(ValueError, match="`b` must be a floating-point"):
         solve(apply_A, jnp.arange(36), lambda r: r)
 

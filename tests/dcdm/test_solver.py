@@ -44,9 +44,20 @@ def test_settings_are_checked_when_built_and_named(field, value, error, message)
         DCDM(**{field: value})
 
 
-def test_both_tolerances_zero_are_refused():
-    with pytest.raises(ValueError, match="not both 0, got rtol=0.0, atol=0.0"):
-        DCDM(rtol=0.0)
+def test_both_tolerances_zero_run_max_steps_as_lineax_cg():
+    """`rtol = atol = 0`: every one of `max_steps` steps, then `successful`
+    (refused before); with identity directions the iterate of lineax's CG
+    after as many steps (both ran 3, exact arithmetic's CG needs 36)."""
+    solver = DCDM(rtol=0.0, atol=0.0, max_steps=3, n_orthogonal=1)
+    sol = solve(apply_A, jnp.asarray(B), lambda r: r, solver)
+    assert bool(sol.successful) and int(sol.stats["num_steps"]) == 3
+    op = lx.FunctionLinearOperator(
+        apply_A, jax.ShapeDtypeStruct((N, N), jnp.float64), lx.positive_semidefinite_tag
+    )
+    cg = lx.linear_solve(op, jnp.asarray(B), lx.CG(rtol=0.0, atol=0.0, max_steps=3))
+    assert cg.result == lx.RESULTS.successful and int(cg.stats["num_steps"]) == 3
+    # measured 3e-16 apart; the 2-step and 4-step iterates are 0.18 and 0.05 away
+    np.testing.assert_allclose(sol.value, cg.value, rtol=0, atol=1e-12)
 
 
 def test_numpy_and_zero_dimensional_tolerances_are_plain_floats():

@@ -18,6 +18,7 @@ CONFIGS = sorted(p.stem for p in (ROOT / "experiments" / "configs").glob("[a-z]*
 # A size of each config's data (or of the data its solver makes) that 0 makes meaningless.
 DATA_SIZE = {
     "char_lm": "data.seq_len",
+    "char_lm_compare": "data.val_windows",
     "darcy_fno": "data.n_train",
     "darcy_tfno": "data.resolution",
     "dcdm_poisson2d": "data.n_rhs",
@@ -41,6 +42,7 @@ DATA_SIZE = {
 # A choice of each config's own parts (model, solver, problem) with a value not accepted.
 CHOICE = {
     "char_lm": "model.dtype",
+    "char_lm_compare": "baseline",
     "darcy_fno": "model.kind",
     "darcy_tfno": "model.factorization",
     "dcdm_poisson2d": "model.kind",

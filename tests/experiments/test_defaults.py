@@ -11,7 +11,7 @@ import optax
 import pytest
 
 from sciml.experiment import defaults, train_settings
-from sciml.training import TrainSettings, make_optimizer
+from sciml.training import TrainSettings, make_optimizer, make_schedule
 
 
 def _trajectory(optimizer, grads):
@@ -38,6 +38,28 @@ def test_a_config_with_only_a_learning_rate_builds_plain_adam():
     # a clip of 1.0 as the class default by 3.4e-3 (steps of 3e-3 each)
     np.testing.assert_allclose(from_config, reference, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(direct, reference, rtol=1e-6, atol=1e-9)
+
+
+def test_the_documented_defaults_of_every_optimizer_and_schedule():
+    """An empty config is the documented optimiser: Adam at 1e-3 with b1 0.9,
+    b2 0.999, eps 1e-8 (written out here, to optax); SGD's momentum 0.9, not
+    Nesterov; the step schedule's factor 0.1; the cosine's 1,000 steps to 0."""
+    tiny = 1e-7 * np.random.default_rng(0).standard_normal((3, 4))  # eps-sized gradients
+    adam = optax.adam(1e-3, b1=0.9, b2=0.999, eps=1e-8)
+    # measured identical; eps 1e-6 shortens the steps: 1.9e-3 apart after 3 (of 2.1e-3)
+    np.testing.assert_allclose(
+        _trajectory(make_optimizer({}), tiny), _trajectory(adam, tiny), rtol=1e-6
+    )
+    unit = np.random.default_rng(1).standard_normal((3, 4))
+    sgd = optax.sgd(1e-3, momentum=0.9, nesterov=False)
+    # measured identical; momentum 0 or Nesterov: 1.4e-3 and 1.2e-3 apart after 3 steps
+    np.testing.assert_allclose(
+        _trajectory(make_optimizer({"name": "sgd"}), unit), _trajectory(sgd, unit), rtol=1e-6
+    )
+    step = make_schedule({"schedule": "step", "boundaries": (2,)})
+    np.testing.assert_allclose([step(s) for s in (0, 1, 2, 3)], [1e-3, 1e-3, 1e-4, 1e-4], rtol=1e-6)
+    cosine = make_schedule({"schedule": "cosine"})
+    np.testing.assert_allclose([cosine(s) for s in (0, 500, 1000)], [1e-3, 5e-4, 0.0], atol=1e-9)
 
 
 def test_a_train_block_without_settings_holds_the_train_settings_defaults():

@@ -11,14 +11,17 @@ import pytest
 from experiments import run
 from experiments.tasks.operators.ns_turbulent import (
     PAIRED_METRICS,
-    paired_difference,
+    overfitting,
     paired_results,
     radial_spectrum,
+    sweep_learning_rates,
     verdict,
 )
+from sciml.experiment import choose_on_grid, paired_difference
 
 
 CONFIGS = run.__file__.rsplit("/", 1)[0] + "/configs"
+PAPER_MODELS = run.load_config(f"{CONFIGS}/ns_turbulent.py:paper").models
 
 
 def test_radial_spectrum_of_single_modes_and_parseval():
@@ -149,63 +152,168 @@ def test_paired_interval_matches_a_hand_computed_value():
         paired_difference([0.3], [0.2])
 
 
-def test_paired_results_hold_every_seed_and_the_verdict():
+def test_paired_results_hold_every_seed_and_each_candidates_verdict():
     rng = np.random.default_rng(0)
     runs = {
         spec: {
             seed: {m: float(rng.uniform(0.1, 0.2)) + shift for m in PAIRED_METRICS}
             for seed in (0, 1, 2)
         }
-        for spec, shift in (("dense", 0.5), ("joint:0.001", 0.0))
+        for spec, shift in (("dense", 0.5), ("joint:0.001", 0.0), ("mg2-p16-joint:0.001", 0.9))
     }
-    summary, table = paired_results(runs, ("dense", "joint:0.001"))
-    assert summary["paired.verdict"] == "direction holds"  # every seed 0.3 to 0.6 apart
+    for seed in (0, 1, 2):  # the training curve of one model
+        runs["dense"][seed].update({"train_rel_h1@500": 0.8, "train_rel_h1@1000": 0.7})
+    summary, table = paired_results(runs, ("dense", "joint:0.001", "mg2-p16-joint:0.001"))
+    # every seed 0.3 to 0.6 apart one way, 0.3 to 0.5 the other
+    assert summary["paired/joint:0.001.verdict"] == "direction holds"
+    assert summary["paired/mg2-p16-joint:0.001.verdict"] == "direction reversed"
     for seed in (0, 1, 2):
         for m in PAIRED_METRICS:
             assert summary[f"dense/seed{seed}.{m}"] == runs["dense"][seed][m]
+        assert summary[f"dense/seed{seed}.train_rel_h1@1000"] == 0.7
     test_h1 = [
         runs["dense"][s]["test_rel_h1"] - runs["joint:0.001"][s]["test_rel_h1"] for s in (0, 1, 2)
     ]
-    np.testing.assert_allclose(summary["paired.test_rel_h1.mean"], np.mean(test_h1), rtol=1e-14)
-    assert "**direction holds**" in table and table.count("\n| 2 |") == 1
+    np.testing.assert_allclose(
+        summary["paired/joint:0.001.test_rel_h1.mean"], np.mean(test_h1), rtol=1e-14
+    )
+    assert "**direction holds**" in table and "**direction reversed**" in table
+    assert table.count(" | 2 | ") == 3  # a row per model and seed
+    assert "train H1, step 500 | train H1, step 1000 |" in table
+    # the dense model's train and test errors are alike (0.6-0.7): no overfitting
+    assert summary["paired.overfitting"] == "overfitting regime not shown"
+
+
+def test_overfitting_needs_every_seed_below_the_ratio():
+    rows = {
+        0: {"train_rel_h1": 0.20, "test_rel_h1": 0.30},
+        1: {"train_rel_h1": 0.10, "test_rel_h1": 0.50},
+    }
+    # 0.20 / 0.30 = 0.667 and 0.2 are below 0.7; at 0.22 / 0.30 = 0.733 the first seed is not
+    assert overfitting(rows) == "overfitting regime shown"
+    rows[0]["train_rel_h1"] = 0.22
+    assert overfitting(rows) == "overfitting regime not shown"
+
+
+def test_a_rate_on_the_grid_edge_is_flagged():
+    assert choose_on_grid({2e-3: 0.5, 4e-3: 0.4, 8e-3: 0.45}) == (4e-3, False)
+    assert choose_on_grid({2e-3: 0.5, 4e-3: 0.4, 8e-3: 0.3}) == (8e-3, True)
+    assert choose_on_grid({8e-3: 0.2, 2e-3: 0.1, 4e-3: 0.4}) == (2e-3, True)
+    with pytest.raises(ValueError, match="three or more"):
+        choose_on_grid({1e-3: 0.1, 2e-3: 0.2})
+
+
+def test_the_sweep_scores_a_split_of_the_training_set_not_the_test_set(tmp_path, monkeypatch):
+    import experiments.tasks.operators.ns_turbulent as task
+
+    config = run.load_config(f"{CONFIGS}/ns_turbulent.py:paper64_tiny")
+    with config.unlocked():
+        config.models = ("dense", "joint:0.001")
+        config.plot_models = config.paired = config.seeds = ()
+        config.sweep_learning_rates = (1e-3, 1e-2, 1e-1)
+    # samples numbered by their value: training 0..7, test 100..103
+    x_train = np.arange(8.0)[:, None, None, None] * np.ones((1, 1, 4, 4))
+    x_test = 100 + np.arange(4.0)[:, None, None, None] * np.ones((1, 1, 4, 4))
+    monkeypatch.setattr(task, "raw_arrays", lambda config: (x_train, x_train, x_test, x_test))
+    trained = []
+
+    def train_model(config, spec, data, folder):  # lowest error at 1e-2 (dense) / 1e-1 (joint)
+        trained.append((spec, data))
+        lr = float(spec.split("@")[1])
+        error = abs(np.log10(lr) + (2 if spec.startswith("dense") else 1)) + 0.1
+        return {"test_rel_l2": error, "test_rel_h1": error, "n_params": 1, "train_seconds": 0.0}
+
+    monkeypatch.setattr(task, "train_model", train_model)
+    summary = sweep_learning_rates(config, tmp_path)
+    assert [spec for spec, _ in trained] == [
+        f"{s}@{lr:g}" for s in ("dense", "joint:0.001") for lr in (1e-3, 1e-2, 1e-1)
+    ]
+    # n_val = 4 of the 8 training samples are scored (scaled by the other 4's
+    # statistics); the test samples never appear
+    mean, std = np.mean(np.arange(4.0)), np.std(np.arange(4.0))
+    for _, data in trained:
+        np.testing.assert_allclose(np.asarray(data.x_train)[:, 0, 0, 0] * std + mean, [0, 1, 2, 3])
+        np.testing.assert_allclose(np.asarray(data.x_test)[:, 0, 0, 0] * std + mean, [4, 5, 6, 7])
+    assert (summary["sweep/dense.learning_rate"], summary["sweep/dense.at_edge"]) == (1e-2, False)
+    assert summary["sweep/joint:0.001.learning_rate"] == 0.1
+    assert summary["sweep/joint:0.001.at_edge"] is True
+    assert summary["sweep/dense@0.01.val_rel_h1"] == 0.1
+    table = (tmp_path / "sweep.md").read_text()
+    assert (
+        "| dense FNO | 110.00% (110.00%) | **10.00% (10.00%)** | 110.00% (110.00%) | 0.01 |"
+        in table
+    )
+    assert (tmp_path / "plots" / "sweep.png").stat().st_size > 10_000
+
+
+def test_subsampled_fields_are_the_fields_at_every_other_point():
+    from experiments.tasks.operators.operators_ns import raw_arrays
+
+    config = run.load_config(f"{CONFIGS}/ns_turbulent.py:tiny")
+    with config.unlocked():  # two training samples, one test sample and its 64² twin
+        config.data.n_train, config.data.n_test = 2, 1
+    full = raw_arrays(config)
+    with config.unlocked():
+        config.data.subsample = 2
+    coarse = raw_arrays(config)
+    for a, b in zip(full, coarse, strict=True):
+        assert b.shape == (*a.shape[:2], a.shape[2] // 2, a.shape[3] // 2)
+        # point (i, j) of the 16² grid is point (2i, 2j) of the 32² one
+        for i, j in ((0, 0), (3, 5), (b.shape[2] - 1, 1)):
+            np.testing.assert_array_equal(b[:, :, i, j], a[:, :, 2 * i, 2 * j])
+    with config.unlocked():
+        config.data.subsample = 3
+    with pytest.raises(ValueError, match="config.data.subsample: 3 does not divide"):
+        run.validate(config)
 
 
 def test_a_paired_comparison_needs_seeds_and_trained_models(tmp_path):
     config = run.load_config(f"{CONFIGS}/ns_turbulent.py:paper_tiny")
-    assert config.seeds == (0, 1, 2, 3, 4) and config.paired == ("dense", "joint:0.001")
+    assert config.seeds == (0, 1, 2, 3, 4) and config.paired == PAPER_MODELS
     with config.unlocked():
         config.seeds = (3,)
     with pytest.raises(ValueError, match="config.paired needs two or more distinct config.seeds"):
         run.main_from_config(config, tmp_path)
     with config.unlocked():
         config.seeds = (0, 1)
-        config.paired = ("dense", "tucker:0.1")
-    with pytest.raises(ValueError, match="config.paired must be two of config.models"):
+        config.paired = (PAPER_MODELS[0], "tucker:0.1")
+    with pytest.raises(ValueError, match="config.paired must be two or more distinct models"):
         run.main_from_config(config, tmp_path)
     assert not (tmp_path / "models").exists()
 
 
 @pytest.mark.slow
-def test_paper_tiny_gives_the_paired_table(tmp_path):
-    # two of the five seeds keep it to four short trainings
-    config = run.load_config(f"{CONFIGS}/ns_turbulent.py:paper_tiny")
+def test_paper64_tiny_gives_the_paired_table(tmp_path):
+    # two of the five seeds and two of the three models keep it to four short
+    # trainings (three candidates are checked in the paired table's test)
+    config = run.load_config(f"{CONFIGS}/ns_turbulent.py:paper64_tiny")
+    dense, mg = PAPER_MODELS[0], PAPER_MODELS[2]
     with config.unlocked():
         config.seeds = (0, 1)
+        config.models = config.paired = config.plot_models = (dense, mg)
     summary = run.main_from_config(config, tmp_path)
     for seed in config.seeds:
         for spec in config.paired:
-            for m in PAIRED_METRICS:
+            # the training H1 of every evaluation (steps 5 and 10); the last is the final one
+            for m in (*PAIRED_METRICS, "train_rel_h1@5", "train_rel_h1@10"):
                 assert np.isfinite(summary[f"n8/{spec}/seed{seed}.{m}"]), (seed, spec, m)
-        assert (tmp_path / "models" / "n8" / "dense" / f"seed{seed}" / "result.json").is_file()
+            final = summary[f"n8/{spec}/seed{seed}.train_rel_h1"]
+            assert summary[f"n8/{spec}/seed{seed}.train_rel_h1@10"] == final
+        folder = tmp_path / "models" / "n8" / dense.replace(":", "-") / f"seed{seed}"
+        assert (folder / "result.json").is_file()
     # the seeds differ (initialisation and batch order), the data do not
-    test_l2 = [summary[f"n8/dense/seed{s}.test_rel_l2"] for s in config.seeds]
+    test_l2 = [summary[f"n8/{dense}/seed{s}.test_rel_l2"] for s in config.seeds]
     assert test_l2[0] != test_l2[1]
     for m in PAIRED_METRICS:
-        assert summary[f"n8/paired.{m}.low"] < summary[f"n8/paired.{m}.high"]
-    assert summary["n8/paired.verdict"] in (
+        assert summary[f"n8/paired/{mg}.{m}.low"] < summary[f"n8/paired/{mg}.{m}.high"]
+    assert summary[f"n8/paired/{mg}.verdict"] in (
         "direction holds",
         "direction reversed",
         "not shown: the interval contains 0",
+    )
+    assert summary["n8/paired.overfitting"] in (
+        "overfitting regime shown",
+        "overfitting regime not shown",
     )
     assert "#### 2 seeds, paired" in (tmp_path / "table.md").read_text()
     assert (tmp_path / "plots" / "paired.png").stat().st_size > 10_000

@@ -20,14 +20,9 @@ import jax
 import numpy as np
 import pytest
 
+from sciml.distributed import GRACE_SECONDS, gpu_share
 from sciml.experiment import ConfigError, load_run, main
-from sciml.experiment._processes import (
-    GRACE_SECONDS,
-    _reap_simulations,
-    child_arguments,
-    gpu_share,
-    split_processes,
-)
+from sciml.experiment._cli import child_arguments, split_processes
 from sciml.training import restore_model
 
 
@@ -96,6 +91,12 @@ def test_two_processes_train_to_the_parameters_of_one(tmp_path):
     assert os.listdir(tmp_path / "two") == ["run"]
     assert _files(two) == _files(one)
     assert (two / "plots" / "loss.png").is_file()
+    # exactly one copy of each file: no line of a file that is appended to was
+    # written twice (two writers would double metrics.jsonl)
+    for name in sorted(n for n in _files(one) if n.endswith((".json", ".jsonl"))):
+        if not name.startswith("checkpoints"):
+            lines = {run: (run / name).read_bytes().count(b"\n") for run in (one, two)}
+            assert lines[two] == lines[one], (name, lines)
 
     model_one, _ = load_run(one)
     model_two, _ = load_run(two)
@@ -199,13 +200,13 @@ def get_config(variant=None):
 
 
 def test_a_task_that_does_not_split_its_batches_is_refused(tmp_path, capsys):
-    (tmp_path / "own_loop.py").write_text(OWN_LOOP_TASK)  # declares no DATA_PARALLEL
+    (tmp_path / "own_loop.py").write_text(OWN_LOOP_TASK)  # a task that is not data-parallel
     (tmp_path / "config.py").write_text(OWN_LOOP_CONFIG)
     run = tmp_path / "run"
     assert main([f"--config={tmp_path / 'config.py'}", "--processes=2", "--workdir", str(run)]) == 2
     err = capsys.readouterr().err
     assert "task own_loop.py cannot train on 2 processes" in err
-    assert "DATA_PARALLEL = True" in err
+    assert "data_parallel=True" in err
     assert not run.exists()
 
 
@@ -214,7 +215,8 @@ def test_a_batch_the_processes_cannot_share_is_refused(tmp_path, capsys):
     argv = [f"--config={QUICKSTART}:tiny", "--config.train.batch_size=15", "--processes", "2"]
     assert main([*argv, "--workdir", str(run)]) == 2
     err = capsys.readouterr().err
-    assert "train.batch_size = 15 is not a multiple of --processes 2" in err
+    assert "'train.batch_size': train.batch_size (15) must be a multiple of the number of " in err
+    assert "processes (2)" in err
     assert not run.exists()
 
 
@@ -225,7 +227,7 @@ from pathlib import Path
 
 import jax
 
-DATA_PARALLEL = True
+from sciml.experiment import Task
 
 
 def train_and_evaluate(config, workdir):
@@ -240,6 +242,9 @@ def train_and_evaluate(config, workdir):
     time.sleep(0.5)  # a second delivery would arrive meanwhile
     (here / f"signals-{jax.process_index()}").write_text(" ".join(map(str, got)))
     raise KeyboardInterrupt
+
+
+TASK = Task(train_and_evaluate, data_parallel=True)
 """
 SIGNAL_CONFIG = """
 from sciml.experiment import defaults
@@ -274,22 +279,6 @@ def test_a_ctrl_c_reaches_each_process_once_through_the_parent(tmp_path):
     assert err.count("interrupted; finished steps are checkpointed") == 1, err
     (run,) = (tmp_path / "runs" / "signals").iterdir()  # the parent's choice, for both
     assert f"--resume {run.relative_to(tmp_path)} --processes 2" in err
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="processes recorded via /proc")
-def test_simulations_left_by_a_killed_rank_are_killed_after_the_run(tmp_path, capsys):
-    from sciml.online._processes import record
-
-    jobs = tmp_path / "run" / "online" / "rank-1" / "jobs"  # a rank's jobs folder
-    jobs.mkdir(parents=True)
-    left = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    try:
-        record(jobs, 0, left.pid)
-        _reap_simulations(tmp_path / "run")
-        assert left.wait(timeout=10) == -signal.SIGKILL
-    finally:
-        left.kill()
-    assert "killed 1 simulation process left behind" in capsys.readouterr().err
 
 
 def test_gpus_are_shared_out_in_equal_blocks_or_not_at_all():

@@ -26,7 +26,7 @@ from sciml.experiment import (
     parse,
     resolve_task,
 )
-from sciml.experiment._runner import resume_command
+from sciml.experiment._resume import resume_command
 from sciml.training import (
     Checkpointer,
     TrainSettings,
@@ -54,7 +54,7 @@ jax.config.update("jax_enable_x64", True)
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from sciml.experiment import Experiment, train_experiment  # noqa: E402
+from sciml.experiment import Experiment, Task, train_experiment  # noqa: E402
 
 
 def build(config):
@@ -82,6 +82,9 @@ def build(config):
 
 def train_and_evaluate(config, workdir):
     return train_experiment(build(config), config, workdir).summary
+
+
+TASK = Task(train_and_evaluate, build=build)
 '''
 
 CONFIG = """

@@ -41,13 +41,16 @@ def test_a_bad_headline_is_refused_when_declared():
 
 
 def test_a_task_headline_that_is_not_a_headline_is_refused_before_anything_is_written(
-    tmp_path,
+    tmp_path, untyped
 ):
     config = _project(tmp_path / "project")
     task = tmp_path / "project" / "tasks" / "regression.py"
-    task.write_text(task.read_text() + '\nHEADLINE = ("test_mse", "test error")\n')
+    declared = "TASK = Task(train_and_evaluate, build=build"
+    task.write_text(
+        task.read_text().replace(declared, f'{declared}, headline=("test_mse", "test error")')
+    )
     with pytest.raises(
-        ConfigError, match="HEADLINE must be a sciml.experiment.Headline, got tuple"
+        ConfigError, match="`headline` must be a sciml.experiment.Headline, got tuple"
     ):
         parse(["--config", str(config), "--workdir", str(tmp_path / "run")])
     assert not (tmp_path / "run").exists()

@@ -12,8 +12,8 @@ from sciml import insr
 
 
 def test_siren_is_the_papers_network_and_initialisation():
-    omega0, width = 30.0, 64
-    field = insr.SIREN(3, 2, width=width, hidden_layers=2, omega0=omega0, key=jax.random.key(0))
+    omega0, width = 30.0, 64  # ω₀ and the 2 hidden layers: the defaults
+    field = insr.SIREN(3, 2, width=width, key=jax.random.key(0))
     weights = [np.asarray(layer.weight) for layer in field.layers]
     biases = [np.asarray(layer.bias) for layer in field.layers]
     assert [w.shape for w in weights] == [(width, 3), (width, width), (width, width), (2, width)]

@@ -138,3 +138,15 @@ def test_each_round_stops_at_its_own_tolerance():
     assert float(sol.stats["grad_ratio"]) <= 1e-6
     # θ* of the last round's points (measured 4.4e-9 away; 1.4e-8 for one round)
     np.testing.assert_allclose(sol.value.params, theta, atol=1e-7)
+
+
+def test_the_documented_defaults_of_the_step_solvers_settings():
+    """The docstrings' numbers: 2000 interior and 50 boundary points and 100
+    iterations by default; the paper's Adam (1e-4, 5000 points, at most
+    20,000 iterations, the plateau rule 500 / 0.1 / 1e-8 / 1.1e-8)."""
+    points, stop = insr.Collocation(), insr.Stopping()
+    assert (points.n_points, points.n_boundary, points.rounds, stop.max_steps) == (2000, 50, 1, 100)
+    adam = insr.AdamSolver()
+    assert (adam.collocation.n_points, adam.collocation.n_boundary) == (5000, 50)
+    assert (adam.learning_rate, adam.stopping.max_steps) == (1e-4, 20000)
+    assert (adam.patience, adam.factor, adam.min_lr, adam.stop_lr) == (500, 0.1, 1e-8, 1.1e-8)

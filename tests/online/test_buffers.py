@@ -535,6 +535,18 @@ def test_bad_put():
     assert buffer.stats(state)["n_put"] == 0  # nothing half-written
 
 
+def test_firo_defaults_read_each_sample_once_without_waiting():
+    """FIRO's documented defaults: `reads=1` (a sample leaves after one read)
+    and `watermark=0` (reads start with the first batch's worth stored); the
+    reservoir's `replacement="seen"`."""
+    buffer = FIRO(4)
+    assert (buffer.reads, buffer.watermark, Reservoir(4).replacement) == (1, 0, "seen")
+    state = _put(buffer, buffer.init(EXAMPLE), 0)
+    state, _, ids = _get(buffer, state, 1, _key(0), ended=False)  # one stored is enough
+    assert ids.tolist() == [[0, 0]]
+    assert buffer.stats(state)["size"] == 0  # read once: gone (reads=2 keeps it)
+
+
 def test_badly_typed_sample_id(untyped):
     buffer = FIFO(2)
     with pytest.raises(ValueError, match="`sample_id`"):
@@ -563,9 +575,26 @@ def test_bad_batch_size_and_a_draw_that_cannot_serve():
         buffer.draw(FIFO(2).init(EXAMPLE), 1, _key(0), ended=False)
 
 
+@pytest.mark.parametrize(
+    "buffer", [FIFO(4), FIRO(4, reads=3), Reservoir(4)], ids=["FIFO", "FIRO", "Reservoir"]
+)
+def test_a_draw_larger_than_the_capacity_is_refused(buffer):
+    """Before, `draw` of 5 from a buffer of 4 returned `None` ("not now") for
+    ever, and a caller waited for ever (FIRO's drain, whose reads outnumber
+    its slots, even served batches of repeats)."""
+    state = buffer.init(EXAMPLE)
+    for i in range(4):
+        state = _put(buffer, state, i)
+    for ended in (False, True):
+        with pytest.raises(ValueError, match="`batch_size` must be at most the capacity 4, got 5"):
+            buffer.draw(state, 5, _key(0), ended=ended)
+    assert buffer.stats(state)["n_batches"] == 0
+
+
 def test_the_stream_checks_the_batch_size_against_its_buffer_once(tmp_path, monkeypatch):
     """Where a buffer meets its batch size (the sample stream) the size is
-    checked, once; `draw` does not check it again."""
+    checked, once, with the public `check_batch_size` (`draw` checks its own
+    argument too)."""
     study = Study(
         simulation="pkg.mod.solver", space=ParameterSpace({"a": (0.0, 1.0)}), n_runs=2, n_steps=2
     )

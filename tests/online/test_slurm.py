@@ -141,8 +141,12 @@ def solver_job(tmp_path):
     return job, job.write(tmp_path / "jobs" / "job-3.json")
 
 
-def test_submit_passes_options_and_keeps_the_secret_off_the_command_line(fake_slurm, tmp_path):
+def test_submit_passes_options_and_keeps_the_secret_off_the_command_line(
+    fake_slurm, tmp_path, monkeypatch
+):
     secret = bytes(range(32))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, "16")  # the trainer's machine-wide setting
     launcher = SlurmLauncher(
         partition="cpu",
         time="1:00:00",
@@ -167,7 +171,11 @@ def test_submit_passes_options_and_keeps_the_secret_off_the_command_line(fake_sl
     # the secret travels in sbatch's environment only
     env = dict(line.split("=", 1) for line in (fake_slurm / "sbatch.env").read_text().splitlines())
     assert env[SECRET_ENV] == secret.hex() and env["MY_VAR"] == "1"
-    assert env["JAX_PLATFORMS"] == "cpu" and env["OMP_NUM_THREADS"] == "2"
+    assert env["JAX_PLATFORMS"] == "cpu"
+    # each job's threads: cpus_per_task, over the trainer's own setting
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        assert env[var] == "2", var
+    assert "intra_op_parallelism_threads=2" in env["XLA_FLAGS"]
     assert secret.hex() not in " ".join(args) and secret.hex() not in text
 
 

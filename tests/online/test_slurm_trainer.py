@@ -50,7 +50,7 @@ def for_the_test_cluster(script: str, tmp_path: Path) -> str:
 
 
 @pytest.mark.slow
-def test_the_docs_example_trains_on_2_ranks_beside_its_solver_jobs(cluster, tmp_path):
+def test_the_docs_example_trains_on_2_processes_beside_their_solver_jobs(cluster, tmp_path):
     script = tmp_path / "trainer.sh"
     script.write_text(for_the_test_cluster(docs_example(), tmp_path))
     # the job gets this environment (sbatch's --export=ALL) but, as a user's
@@ -68,14 +68,14 @@ def test_the_docs_example_trains_on_2_ranks_beside_its_solver_jobs(cluster, tmp_
     assert cluster.wait_empty(timeout=10.0) == [], "solver jobs left in the queue"
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     study = run.load_config(f"{CONFIG}:tiny").study
-    # every planned sample accepted once, by one of the 2 ranks; each rank's
-    # runs in one Slurm job of its own (tiny: 4 runs per rank, 4 runs per job)
-    assert summary["ranks"] == 2
+    # every planned sample accepted once, by one of the 2 processes; each
+    # process's runs in one Slurm job of its own (tiny: 4 runs each, 4 per job)
+    assert summary["processes"] == 2
     assert summary["samples_received"] == study.n_runs * study.n_steps
     assert summary["duplicates_dropped"] == 0 and summary["messages_rejected"] == 0
     assert summary["runs_done"] == study.n_runs and summary["runs_failed"] == 0
     assert summary["jobs_started"] == 2 and summary["jobs_failed"] == 0
-    # ... and the two ranks' jobs ran different runs (as their specs say)
-    specs = sorted((tmp_path / "run" / "online").glob("rank-*/jobs/job-*.json"))
+    # ... and the two processes' jobs ran different runs (as their specs say)
+    specs = sorted((tmp_path / "run" / "online").glob("process-*/jobs/job-*.json"))
     seeds = [r["seed"] for spec in specs for r in json.loads(spec.read_text())["runs"]]
     assert len(specs) == 2 and len(set(seeds)) == len(seeds) == study.n_runs

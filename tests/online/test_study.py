@@ -57,3 +57,10 @@ def test_offline_data_resumes_only_unfinished_runs(tmp_path):
     # another size (or study) replaces the file
     bigger = offline_data(study, 4, path)
     np.testing.assert_array_equal(bigger["u"][: 3 * N_STEPS], first["u"])
+
+
+def test_the_documented_defaults_of_a_study():
+    study = Study("m.f", ParameterSpace({"a": (0.0, 1.0)}), n_runs=4, n_steps=2)
+    settings = (study.concurrency, study.runs_per_job, study.n_validation, study.seed)
+    assert settings == (2, 4, 4, 0)
+    assert (study.max_attempts, study.timeout, study.start_timeout) == (3, 120.0, 60.0)

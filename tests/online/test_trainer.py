@@ -263,14 +263,14 @@ def test_a_resumed_run_directory_reaps_the_solvers_its_previous_trainer_recorded
     before the new trainer starts its own; the new ones are recorded."""
     import subprocess
 
-    from sciml.online._processes import PROCESSES_FILE, record, start_time
+    from sciml.distributed import PROCESSES_FILE, record_process, start_time
 
     jobs = tmp_path / "online" / "jobs"
     jobs.mkdir(parents=True)
     orphan = subprocess.Popen(["sleep", "120"], start_new_session=True)
     try:
         os.kill(orphan.pid, signal.SIGSTOP)
-        record(jobs, 0, orphan.pid)
+        record_process(jobs, orphan.pid, job=0)
         result = train(make_study(), tmp_path)
         assert orphan.wait(timeout=10) == -signal.SIGKILL
     finally:

@@ -285,6 +285,41 @@ def test_rejects(schema, index):
     assert info.value.reason == reason, name
 
 
+def test_the_whole_mac_is_compared_in_constant_time(schema, monkeypatch):
+    """A one-bit change anywhere in the MAC or the signed bytes, a MAC cut
+    short or one with a byte more, is `auth`: a check of part of the MAC (its
+    first byte, its first 16) would pass a change of the others. The
+    comparison is `hmac.compare_digest` of the whole 32-byte digest."""
+    good = encode_data(SECRET, 3, 0, 4, example_fields())
+    prefix, header, payload, _ = split(good)
+    changed = [("mac", position, _tamper(good, 3, position)) for position in (0, 1, 15, 16, 31)]
+    changed += [("prefix", 0, _tamper(good, 0, 0))]  # the header one byte longer
+    changed += [("header", p, _tamper(good, 1, p)) for p in (0, len(header) - 1)]
+    changed += [
+        ("payload", p, _tamper(good, 2, p)) for p in (0, len(payload) // 2, len(payload) - 1)
+    ]
+    changed += [("mac cut", 31, good[:-1]), ("mac cut", 16, good[:-16])]
+    # an open message has no payload, so the bytes added stay under the payload cap
+    opened = encode_open(SECRET, 5, 1, {"a": 1.0})
+    decode(opened, SECRET, schema)
+    changed += [("mac extended", 33, opened + b"\0"), ("mac extended", 64, opened + opened[-32:])]
+    for part, position, message in changed:
+        with pytest.raises(RejectedMessage) as info:
+            decode(message, SECRET, schema)
+        assert info.value.reason == "auth", (part, position)
+
+    compared, compare_digest = [], hmac.compare_digest
+
+    def spy(a, b):
+        compared.append((bytes(a), bytes(b)))
+        return compare_digest(a, b)
+
+    monkeypatch.setattr(_wire.hmac, "compare_digest", spy)
+    decode(good, SECRET, schema)
+    expected = hmac.new(SECRET, prefix + header + payload, hashlib.sha256).digest()
+    assert compared == [(expected, good[-32:])]
+
+
 def test_hand_built_good_message_is_accepted(schema):
     """The hand-built messages above fail for their one defect only."""
     fields = example_fields()

@@ -5,6 +5,9 @@ own (so models never import `sciml.training`, and nothing runs back up);
 `sciml.training` sits beside the model families, so it imports none of them;
 `sciml.transport`, the process boundary, imports only `sciml._checks`, numpy,
 pyzmq and the standard library (a solver process imports it without JAX);
+`sciml.distributed`, several processes as one, imports only jax, numpy and
+the standard library; the online trainer and the runner stand side by side
+on the top floor, so the runner imports nothing of `sciml.online`;
 benchmarks import the library and `solvers/`, not `experiments/` (the few
 that still run an experiment's set-up are listed, and the list only shrinks)."""
 
@@ -24,10 +27,12 @@ FLOORS = {
     "_checks": 0,
     "_custom_types": 0,
     "_monitor": 0,
+    "_deprecated": 0,
     "solution": 1,
     "transport": 1,  # the process boundary: see TRANSPORT_IMPORTS
     "recurrence": 1,
     "data": 1,
+    "distributed": 1,  # several processes as one: see DISTRIBUTED_IMPORTS
     "operators": 2,  # models
     "ssm": 2,
     "pararnn": 2,
@@ -36,11 +41,13 @@ FLOORS = {
     "interop": 2,
     "training": 2,  # beside the models: the loop knows no model family
     "online": 3,
-    "experiment": 4,  # the runner, above the online trainer (it reaps what a killed rank left)
+    "experiment": 3,  # the runner, beside the online trainer: neither imports the other
 }
 
 # what `sciml.transport` may import besides the standard library and itself
 TRANSPORT_IMPORTS = {"numpy", "zmq", "sciml._checks"}
+# what `sciml.distributed` may import besides the standard library and itself
+DISTRIBUTED_IMPORTS = {"jax", "numpy"}
 
 
 # benchmarks that still run an experiment's own set-up (its config, model and
@@ -96,16 +103,18 @@ def violations(path: Path, source: str) -> list[str]:
     return found
 
 
-def transport_violations(path: Path, source: str) -> list[str]:
-    """The imports of a `sciml/transport` file that are neither the standard
-    library, nor `sciml.transport` itself, nor in `TRANSPORT_IMPORTS`."""
+def narrow_violations(
+    path: Path, source: str, room: str = "transport", allowed: set[str] = TRANSPORT_IMPORTS
+) -> list[str]:
+    """The imports of a `sciml/<room>` file that are neither the standard
+    library, nor `sciml.<room>` itself, nor in `allowed`."""
     found = []
     for name in sorted(imported_modules(path, source)):
         head = name.split(".")[0]
-        if head in sys.stdlib_module_names or name.startswith("sciml.transport"):
+        if head in sys.stdlib_module_names or name.startswith(f"sciml.{room}"):
             continue
-        if not any(name == m or name.startswith(m + ".") for m in TRANSPORT_IMPORTS):
-            found.append(f"{path} imports {name}: sciml.transport imports only {TRANSPORT_IMPORTS}")
+        if not any(name == m or name.startswith(m + ".") for m in allowed):
+            found.append(f"{path} imports {name}: sciml.{room} imports only {allowed}")
     return found
 
 
@@ -127,14 +136,32 @@ def test_imports_follow_the_layers(top):
 def test_the_transport_imports_only_the_standard_library_numpy_and_zmq():
     files = _files("sciml/transport")
     assert files
-    found = [v for p in files for v in transport_violations(p, (ROOT / p).read_text())]
+    found = [v for p in files for v in narrow_violations(p, (ROOT / p).read_text())]
     assert not found, "\n".join(found)
     path = Path("sciml/transport/_client.py")
     bad = "import jax\nimport zmq\nfrom .._checks import check_int\nfrom ..online import FIFO\n"
-    assert transport_violations(path, bad) == [
+    assert narrow_violations(path, bad) == [
         f"{path} imports jax: sciml.transport imports only {TRANSPORT_IMPORTS}",
         f"{path} imports sciml.online: sciml.transport imports only {TRANSPORT_IMPORTS}",
     ]
+
+
+def test_the_distributed_room_imports_only_jax_numpy_and_the_standard_library():
+    files = _files("sciml/distributed")
+    assert files
+    found = [
+        v
+        for p in files
+        for v in narrow_violations(p, (ROOT / p).read_text(), "distributed", DISTRIBUTED_IMPORTS)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_runner_and_the_online_trainer_import_neither_the_other():
+    path = Path("sciml/experiment/_supervisor.py")
+    (found,) = violations(path, "from sciml.online import LocalLauncher\n")
+    assert "sciml.experiment (floor 3) may import only from lower floors" in found
+    assert FLOORS["online"] == FLOORS["experiment"] == max(FLOORS.values())
 
 
 def test_the_reader_sees_relative_absolute_and_forbidden_imports():

@@ -7,6 +7,7 @@ import pytest
 
 from sciml.recurrence import (
     AssociativeScan,
+    AutoScan,
     ChunkedScan,
     SequentialScan,
     default_chunk_size,
@@ -222,3 +223,16 @@ def test_reverse_of_structured_steps_runs_backwards_in_time():
         expected[t] = y
     out = jax.jit(lambda A, b, y0: linear_recurrence(A, b, y0, reverse=True))(A, b, y0)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_auto_scan_picks_the_measured_method_of_each_backend():
+    # docs/benchmarks.md ("ParaRNN"): the sequential scan on CPU, the
+    # associative scan on accelerators (and on a backend not measured)
+    picked = {b: type(AutoScan(b).select()) for b in ("cpu", "gpu", "tpu", "other")}
+    assert picked == {
+        "cpu": SequentialScan,
+        "gpu": AssociativeScan,
+        "tpu": AssociativeScan,
+        "other": AssociativeScan,
+    }
+    assert type(AutoScan().select()) is SequentialScan  # this suite runs on the CPU

@@ -89,6 +89,20 @@ def test_dataset_values_nesting_and_determinism():
     assert not np.array_equal(other["inputs"][0], a[0])
 
 
+def test_the_default_coefficient_is_fnos_thresholded_field():
+    """The defaults are FNO's: covariance (−Δ + 9 I)^(−2) scaled by τ^(α−1) = 3
+    on 64 cosine modes per axis, thresholded to 12 where the field is >= 0 and
+    3 elsewhere (the field written out here from the noise)."""
+    x, noise = np.linspace(0, 1, 17), cosine_noise((4, 1), 64)
+    k = np.arange(64)
+    phi = np.where(k == 0, 1.0, np.sqrt(2)) * np.cos(np.pi * np.outer(x, k))
+    amp = 3.0 * (np.pi**2 * (k[:, None] ** 2 + k[None, :] ** 2) + 9.0) ** -1.0
+    amp[0, 0] = 0.0
+    expected = np.where(phi @ (amp * noise) @ phi.T >= 0, 12.0, 3.0)
+    # measured equal; alpha 2.5 flips 17 of the 289 nodes, tau 2 flips 10
+    np.testing.assert_array_equal(darcy.random_coefficient(4, 1, 17), expected)
+
+
 def test_cosine_field_nested_noise_and_variance():
     big = cosine_noise((1, 2), 32)
     np.testing.assert_array_equal(cosine_noise((1, 2), 8), big[:8, :8])

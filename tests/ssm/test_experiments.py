@@ -8,11 +8,28 @@ import numpy as np
 import pytest
 
 from experiments import run
-from experiments.tasks.ssm.ptd_robustness import sinusoids, top_frequency
+from experiments.tasks.ssm.ptd_robustness import noise_step, sinusoids, top_frequency
 from experiments.tasks.ssm.ssm_common import adding_batch, recall_batch
+from sciml.ssm import S5
 
 
 CONFIGS = Path(__file__).parents[2] / "experiments" / "configs"
+
+
+def test_s5_noise_hits_the_top_mode_at_its_own_frequency(getkey):
+    # the noise cos(ω k Δ) at S4D-LegS's top frequency ω: an S5 layer with the
+    # same HiPPO-N spectrum sees it at the discrete frequency of its top mode,
+    # |Im λ_top| Δ_top (modes have their own Δ; a channel's has no meaning there)
+    layer = S5(8, 32, init="hippo-n", key=getkey())
+    lam = np.asarray(layer.Lambda_im)
+    top = int(np.argmax(np.abs(lam)))
+    assert np.abs(lam[top]) == pytest.approx(top_frequency(32), rel=1e-6)
+    step = float(noise_step(layer))
+    np.testing.assert_allclose(
+        top_frequency(32) * step, np.abs(lam[top]) * np.exp(float(layer.log_dt[top])), rtol=1e-6
+    )
+    # and another mode's Δ would put it elsewhere (log Δ is drawn per mode)
+    assert not np.isclose(step, np.exp(float(layer.log_dt[(top + 1) % lam.size])))
 
 
 def test_task_data(getkey):
@@ -38,7 +55,7 @@ def test_task_data(getkey):
             "ptd_robustness",
             [
                 f"{m}.{k}"
-                for m in ("s4d_legs", "s4d_legs_clip", "s4d_ptd")
+                for m in ("s4d_legs", "s4d_legs_clip", "s4d_ptd", "s5_hippo", "s5_ptd")
                 for k in ("clean_accuracy", "noisy_accuracy", "logit_change")
             ],
         ),

@@ -165,6 +165,20 @@ def test_constant_input_settles_at_the_dc_gain(cls, method, getkey):
     np.testing.assert_allclose(y[-1], discrete, rtol=1e-12)
 
 
+def test_the_documented_defaults_zoh_and_dt_from_1e3_to_1e1(getkey):
+    """Built with the defaults, S4D is the zero-order hold of its parameters
+    (the loop above), and both layers draw Δ log-uniformly in [1e-3, 1e-1]:
+    64 draws reach below 2e-3 and above 5e-2 (a range [1e-3, 1e-2] or
+    [1e-4, 1e-1] leaves it, or fails to fill it, with certainty)."""
+    small = S4D(4, 8, key=getkey())
+    u = jax.random.normal(getkey(), (16, 4))
+    # measured 4e-15; the bilinear rule gives 2e-4 at the smallest steps
+    np.testing.assert_allclose(apply(small, u, None), direct_s4d(small, u, "zoh"), atol=1e-12)
+    for layer in (S4D(64, 2, key=getkey()), S5(4, 128, key=getkey())):  # 64 steps each
+        dt = np.exp(np.asarray(layer.log_dt))
+        assert dt.size == 64 and 1e-3 <= dt.min() < 2e-3 and 5e-2 < dt.max() <= 1e-1, dt
+
+
 def test_step_rescale_is_a_rescaled_dt(u, getkey):
     layer = S5(6, 8, key=getkey())
     scaled = eqx.tree_at(lambda m: m.log_dt, layer, layer.log_dt + np.log(0.5))

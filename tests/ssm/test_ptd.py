@@ -172,7 +172,22 @@ def test_optimizer_lowers_the_condition_number_from_its_start():
 
 
 def test_sizes_not_shipped_are_computed_and_cached():
+    """N = 6 with the defaults, then its transfer distance to HiPPO-LegS by
+    direct solves `(iω − M)⁻¹B` on a fine grid: the optimiser keeps the
+    feasible iterate best in `κ + γ‖X‖_F + β max d`, within the module's
+    documented 0.05–0.08."""
     assert 6 not in shipped_ptd_sizes()
     E = ptd_perturbation(6)
     E[0, 0] = 1e6  # a copy: the cache is untouched
-    np.testing.assert_array_equal(ptd_perturbation(6), optimize_perturbation(6))
+    E = optimize_perturbation(6)
+    np.testing.assert_array_equal(ptd_perturbation(6), E)
+    A, B = hippo_legs(6)
+    omega = np.linspace(0, 144, 40001)  # to 4N², spacing 0.0036; the worst at ω ≈ 4.9
+
+    def transfer(M):
+        shifted = 1j * omega[:, None, None] * np.eye(6) - M
+        return np.linalg.solve(shifted, np.broadcast_to(B[:, None], (omega.size, 6, 1)))[..., 0]
+
+    distance = np.max(np.linalg.norm(transfer(A + E) - transfer(A), axis=1))
+    # measured 0.0629; the iterate of least κ alone gives 0.0827 (31 % more)
+    assert distance < 0.07, distance

@@ -15,6 +15,7 @@ import pytest
 from sciml.training import (
     NonFiniteBatchError,
     NonFiniteLossError,
+    ProcessGroup,
     ResumePastEndError,
     TrainSettings,
     fit,
@@ -192,7 +193,7 @@ def test_optimizer_passed_as_a_dict(untyped):
         ({"name": "sgd", "nesterov": "yes"}, "nesterov"),
     ],
 )
-def test_make_optimizer_names_the_bad_key(config, key):
+def test_make_optimizer_names_the_bad_key(config, key, untyped):
     with pytest.raises(ValueError, match=rf"`optimizer.{key}`"):
         make_optimizer(config)
 
@@ -233,5 +234,32 @@ def test_settings_are_required_and_a_settings_object(untyped):
         fit(model, loss_fn, batch_fn, **common)
     with pytest.raises(TypeError, match="`settings` must be a `TrainSettings`"):
         fit(model, loss_fn, batch_fn, settings={"steps": 2}, **common)
-    with pytest.raises(ValueError, match="`log_every` must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="`log_every` must be an integer >= 1, got 0"):
         TrainSettings(steps=2, log_every=0)
+
+
+def test_progress_and_check_batch_must_be_booleans(untyped):
+    # Before: `progress="no"` is truthy, so the bar was shown.
+    for name in ("progress", "check_batch"):
+        with pytest.raises(TypeError, match=f"^`{name}` must be True or False, got 'no'.$"):
+            TrainSettings(steps=2, **{name: "no"})
+    assert TrainSettings(steps=2, progress=np.bool_(False)).progress == np.False_
+
+
+def test_a_process_group_names_its_bad_count_or_index(untyped):
+    # Before: `ProcessGroup(2, 5).rows(batch)` returned an empty batch and
+    # `ProcessGroup(0, 0)` a ZeroDivisionError.
+    with pytest.raises(ValueError, match=r"^`index` must be an integer in \[0, 2\) for a group "):
+        ProcessGroup(2, 5)
+    with pytest.raises(ValueError, match=r"^`index` must be an integer in \[0, 2\) .* got -1.$"):
+        ProcessGroup(2, -1)
+    with pytest.raises(ValueError, match="^`count` must be a positive integer, got 0.$"):
+        ProcessGroup(0, 0)
+    # A group made by hand can split a batch, but its collectives need the
+    # runtime's processes: before, numpy's "cannot reshape array of size 1".
+    group = ProcessGroup(2, 0)
+    assert group.rows(np.arange(4)).tolist() == [0, 1]
+    mismatch = re.escape("ProcessGroup(count=2, index=0) does not match JAX's runtime of 1 ")
+    for collective in (lambda: group.any(True), lambda: group.gather(1), group.barrier):
+        with pytest.raises(ValueError, match=mismatch):
+            collective()

@@ -107,28 +107,31 @@ def test_fit_learns_and_logs(tmp_path, getkey):
 
 
 def test_nan_guard_names_the_step_and_keeps_last_checkpoint(tmp_path, getkey):
+    """The NaN guard, and the defaults of what a run keeps: the last 3
+    checkpoints (`keep_checkpoints`) and a training record every 10 steps
+    (`log_every`), besides one at each checkpoint."""
     model, loss_fn, batch_fn = _toy(getkey)
 
     def poisoned(step, key):
         x, y = batch_fn(step, key)
-        return x, jnp.where(step == 16, jnp.nan, y)  # the 17th step sees a NaN
+        return x, jnp.where(step == 21, jnp.nan, y)  # the 22nd step sees a NaN
 
     optimizer = make_optimizer({"learning_rate": 0.05})
-    with pytest.raises(NonFiniteLossError, match="at step 17"):
+    with pytest.raises(NonFiniteLossError, match="at step 22"):
         fit(
             model,
             loss_fn,
             poisoned,
             optimizer=optimizer,
             key=getkey(),
-            settings=TrainSettings(
-                steps=40, workdir=tmp_path, checkpoint_every=5, log_every=100, progress=False
-            ),
+            settings=TrainSettings(steps=40, workdir=tmp_path, checkpoint_every=4, progress=False),
         )
     checkpointer = Checkpointer(tmp_path / "checkpoints")
-    assert checkpointer.latest_step() == 15
+    assert checkpointer.all_steps() == [12, 16, 20]  # of 4, 8, …, 20
+    records = read_metrics(tmp_path / "metrics.jsonl")  # at every 10th step and each checkpoint
+    assert [r["step"] for r in records if r["split"] == "train"] == [4, 8, 10, 12, 16, 20]
     restored, _, _, step = checkpointer.restore(model, init_opt_state(optimizer, model))
-    assert step == 15
+    assert step == 20
     assert all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(restored))
 
 

@@ -56,16 +56,18 @@ from sciml.dcdm import (
     ritz_dataset,
     solve,
 )
+from sciml.distributed import ProcessGroup, is_main_process
 from sciml.experiment import (
     ConfigError,
     Experiment,
+    Task,
+    build_block,
     check_config,
     load_run,
     save_figure,
     train_experiment,
 )
 from sciml.solution import RESULTS, result_name
-from sciml.training import ProcessGroup
 from solvers.poisson import (
     FLUID,
     PoissonOperator,
@@ -75,8 +77,6 @@ from solvers.poisson import (
     random_rhs,
 )
 
-
-DATA_PARALLEL = True  # trains through train_experiment; process 0 writes the files
 
 BASELINES = {
     "cg": Identity(),
@@ -283,12 +283,15 @@ def one_step_losses(model: Network, config, workdir: Path, n_samples: int = 32) 
     return losses
 
 
+def dcdm_settings(config) -> DCDM:
+    """The iteration's settings of `config.eval` (`rtol`, `max_steps`, `n_orthogonal`)."""
+    ev = config.eval
+    return DCDM(rtol=ev.rtol, max_steps=ev.max_steps, n_orthogonal=ev.n_orthogonal)
+
+
 def timed_solve(op, b, direction, config) -> tuple[dict, np.ndarray]:
     """Compiles, then times one solve; returns its record and residual history."""
-    ev = config.eval
-    settings = DCDM(
-        rtol=float(ev.rtol), max_steps=int(ev.max_steps), n_orthogonal=int(ev.n_orthogonal)
-    )
+    settings = dcdm_settings(config)
     run = jax.jit(lambda b: solve(op, b, direction, settings, throw=False))
     compiled = run.lower(b).compile()
     start = time.perf_counter()
@@ -348,7 +351,7 @@ def evaluate_scenes(model: Network, config) -> tuple[dict, dict]:
 def train_and_evaluate(config, workdir: Path) -> dict:
     """Trains the network, then compares it with the baselines; see the module docstring."""
     workdir = Path(workdir)
-    main = ProcessGroup.current().main
+    main = is_main_process()
     if main:
         workdir.mkdir(parents=True, exist_ok=True)
     trained = train_experiment(build(config, workdir), config, workdir)
@@ -369,13 +372,16 @@ def validate_config(config) -> None:
         config,
         positive=(
             "data.resolution", "data.n_ritz", "data.n_rhs", "data.n_valid", "model.width",
-            "model.pairs", "eval.max_steps", "eval.resolutions",
+            "model.pairs", "eval.resolutions",
         ),
-        non_negative=("data.n_obstacles", "eval.n_orthogonal"),
-        positive_numbers=("eval.rtol",),
+        non_negative=("data.n_obstacles",),
         choices={"data.dim": (2, 3), "model.kind": MODELS, "model.loss": LOSSES},
     )  # fmt: skip
     unknown = [m for m in config.eval.methods if m not in ("dcdm", *BASELINES)]
     if unknown:
         accepted = ", ".join(repr(m) for m in ("dcdm", *BASELINES))
         raise ConfigError(f"config key 'eval.methods' holds {unknown}; accepted: {accepted}.")
+    build_block(config, "eval", lambda: dcdm_settings(config))  # DCDM checks its settings
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, data_parallel=True)

@@ -38,7 +38,7 @@ import numpy as np
 from experiments.tasks.insr import insr_common as common
 from experiments.tasks.insr.insr_plots import plot_errors, plot_profiles
 from sciml import insr
-from sciml.experiment import save_figure
+from sciml.experiment import Task, save_figure
 from solvers.advection import CentralCN, UpwindCN
 from solvers.stepping import rollout
 
@@ -146,3 +146,6 @@ def validate_config(config) -> None:
         positive_numbers=("problem.dt", "problem.t1"),
         choices={"problem.name": PROBLEMS, "integrator": tuple(INTEGRATORS)},
     )
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, build=build)

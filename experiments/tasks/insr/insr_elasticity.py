@@ -51,7 +51,7 @@ import optimistix as optx
 from experiments.tasks.insr import insr_common as common
 from experiments.tasks.insr.insr_plots import plot_deformed, plot_energy
 from sciml import insr
-from sciml.experiment import save_figure
+from sciml.experiment import Task, save_figure
 from sciml.solution import RESULTS
 from solvers.mesh_fields import fix_nodes, interpolate, p1_field, p2_field, quadrature_points
 
@@ -378,3 +378,6 @@ def validate_config(config) -> None:
         positive_numbers=("solver.cg_rtol",),
         choices={"problem.scene": SCENES},
     )
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, build=build)

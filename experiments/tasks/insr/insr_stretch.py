@@ -47,7 +47,7 @@ from experiments.tasks.insr import insr_common as common, stretch_meshes as mesh
 from experiments.tasks.insr.insr_elasticity import grid_points, least_squares, step_checks
 from experiments.tasks.insr.insr_plots import plot_deformed, plot_error_vs_memory
 from sciml import insr
-from sciml.experiment import Headline, check_config, save_figure
+from sciml.experiment import Headline, Task, check_config, save_figure
 
 
 HEADLINE = Headline("insr.error", "INSR rel. L2", "p2.error", "P2 at equal memory", percent=True)
@@ -261,3 +261,6 @@ def validate_config(config) -> None:
         )
     if not 0 < float(config.eval.near) < 1:
         raise ValueError(f"`eval.near` must be in (0, 1), got {config.eval.near}.")
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, headline=HEADLINE, build=build)

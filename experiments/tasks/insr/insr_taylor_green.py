@@ -46,7 +46,7 @@ import numpy as np
 from experiments.tasks.insr import insr_common as common
 from experiments.tasks.insr.insr_plots import plot_errors, plot_vorticity
 from sciml import insr
-from sciml.experiment import save_figure
+from sciml.experiment import Task, save_figure
 from solvers.semi_lagrangian import SemiLagrangian, periodic_grid
 from solvers.stepping import rollout
 
@@ -173,3 +173,6 @@ def validate_config(config) -> None:
         positive_numbers=("problem.dt", "problem.t1"),
         choices={"problem.name": PROBLEMS, "projection": tuple(PROJECTIONS)},
     )
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, build=build)

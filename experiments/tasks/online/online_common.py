@@ -22,9 +22,12 @@ import ml_collections
 import numpy as np
 
 from experiments.tasks.online.online_plots import plot_buffer, plot_validation
+from sciml.distributed import is_main_process
 from sciml.experiment import (
     ConfigError,
     Headline,
+    Task,
+    build_block,
     check_config,
     config_json,
     count_params,
@@ -33,6 +36,7 @@ from sciml.experiment import (
     save_figure,
     train_settings,
 )
+from sciml.experiment.defaults import class_defaults
 from sciml.online import (
     FIFO,
     FIRO,
@@ -48,7 +52,7 @@ from sciml.online import (
     Study,
     train_online,
 )
-from sciml.training import ProcessGroup, make_optimizer, read_metrics
+from sciml.training import make_optimizer, read_metrics
 
 
 #: The online tasks' closing line: the validation error, beside persistence
@@ -56,6 +60,11 @@ from sciml.training import ProcessGroup, make_optimizer, read_metrics
 ONLINE_HEADLINE = Headline(
     "val_rel_l2", "validation rel. L2", "persistence_rel_l2", "persistence", percent=True
 )
+
+#: The online tasks' renamed config keys: the function a study runs is a
+#: simulation (`study.simulation`), not a "solver", a word that means four
+#: other things in this package.
+ONLINE_RENAMED_KEYS = {"study.solver": "study.simulation"}
 
 
 @dataclasses.dataclass
@@ -108,7 +117,7 @@ def run_online(
         evaluate=surrogate.evaluate,
     )
     seconds = time.perf_counter() - start
-    if ProcessGroup.current().main:  # on several trainer processes, the first one plots
+    if is_main_process():  # on several trainer processes, the first one plots
         plot_dir = workdir / "plots"
         plot_dir.mkdir(parents=True, exist_ok=True)
         plot_loss(
@@ -131,6 +140,23 @@ def online_train_and_evaluate(build: Callable[[ml_collections.ConfigDict, Study]
         return run_online(config, Path(workdir), build)[1]
 
     return train_and_evaluate
+
+
+def online_task(
+    build: Callable[[ml_collections.ConfigDict, Study], Surrogate],
+    validate: Callable[[ml_collections.ConfigDict], None],
+) -> Task:
+    """The [`Task`][sciml.experiment.Task] of an online study of `build`'s
+    surrogate: one [`run_online`][experiments.tasks.online_common.run_online],
+    judged by the online headline, on one or several trainer processes, with
+    the online tasks' renamed key."""
+    return Task(
+        online_train_and_evaluate(build),
+        validate=validate,
+        headline=ONLINE_HEADLINE,
+        data_parallel=True,
+        renamed_keys=ONLINE_RENAMED_KEYS,
+    )
 
 
 def sampler_from_config(cfg: ml_collections.ConfigDict, n_runs: int, seed: int):
@@ -167,7 +193,10 @@ def study_from_config(config: ml_collections.ConfigDict) -> Study:
         seed=int(config.seed),
         max_attempts=int(cfg.max_attempts),
         timeout=float(cfg.timeout),
-        start_timeout=float(cfg.get("start_timeout", 60.0)),
+        # a run written before the key existed: the class's default
+        start_timeout=float(
+            cfg.get("start_timeout", class_defaults(Study, "start_timeout")["start_timeout"])
+        ),
         address=cfg.address or None,
     )
 
@@ -237,82 +266,44 @@ def online_summary(result: Any, n_params: int, seconds: float) -> dict[str, Any]
 
 def validate_online_config(config) -> None:
     """The study, buffer and launcher blocks of an online config, checked by
-    the runner before anything is written (its tasks' `validate_config`)."""
+    the runner before anything is written (its tasks' `validate`): by building
+    the `Study`, buffer and launcher they describe, each of which checks
+    itself, and the buffer against `train.batch_size`."""
     check_config(
         config,
-        positive=(
-            "study.n_runs", "study.n_steps", "study.concurrency", "study.runs_per_job",
-            "study.n_validation", "study.max_attempts", "buffer.capacity",
-        ),
-        non_negative=("buffer.min_new_per_batch", "buffer.watermark", "buffer.reads"),
-        positive_numbers=("study.timeout",),
         choices={
             "study.sampler": ("monte_carlo", "latin_hypercube", "halton", "sobol"),
             "buffer.kind": ("reservoir", "firo", "fifo"),
             "launcher.kind": ("local", "slurm"),
         },
-    )  # fmt: skip
-    if config.buffer.kind == "firo":
-        check_config(config, positive=("buffer.reads",))
-    check_config(config, non_negative=("launcher.threads",))
-    start_timeout = config.study.get("start_timeout", 60.0)
-    if (
-        isinstance(start_timeout, bool)
-        or not isinstance(start_timeout, int | float)
-        or start_timeout < 0
-    ):
-        raise ConfigError(
-            f"config key 'study.start_timeout' must be a number >= 0, got {start_timeout!r}."
-        )
+        non_negative=("launcher.threads",),
+    )
     _check_simulation(config.study)
-    for name, spec in config.study.space.items():
-        spec = list(spec)
-        if (
-            len(spec) not in (2, 3)
-            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in spec[:2])
-            or not spec[0] < spec[1]
-        ):
-            raise ConfigError(
-                f"config key 'study.space.{name}' must be [low, high] or [low, high, 'log'] "
-                f"with low < high, got {spec!r}."
-            )
+    for name, spec in config.study.space.items():  # each parameter's range checks itself
+        try:
+            ParameterSpace({name: tuple(spec)})
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"config key 'study.space.{name}': {error}") from None
     address = config.study.address
     if address and not str(address).startswith(("tcp://", "ipc://")):
         raise ConfigError(
             f"config key 'study.address' must be '' (a loopback port), 'tcp://HOST:PORT' or "
             f"'ipc://PATH', got {address!r}."
         )
-    capacity, batch = int(config.buffer.capacity), int(config.train.batch_size)
-    if batch > capacity:
+    build_block(config, "study", lambda: study_from_config(config))
+    buffer = build_block(config, "buffer", lambda: buffer_from_config(config.buffer))
+    build_block(config, "launcher", lambda: launcher_from_config(config.launcher))
+    try:
+        buffer.check_batch_size(config.train.batch_size)
+    except ValueError as error:
         raise ConfigError(
-            f"config key 'train.batch_size' ({batch}) must be <= 'buffer.capacity' ({capacity}): "
-            "a batch is drawn from the buffer."
-        )
-    if config.buffer.kind != "fifo" and int(config.buffer.watermark) > capacity:
-        raise ConfigError(
-            f"config key 'buffer.watermark' ({config.buffer.watermark}) must be <= "
-            f"'buffer.capacity' ({capacity}): training starts once the buffer holds that many."
-        )
-    # the same constructors the run uses, so that no other rule is left to fail later
-    for block, build in (
-        ("study", lambda: study_from_config(config)),
-        ("buffer", lambda: buffer_from_config(config.buffer)),
-        ("launcher", lambda: launcher_from_config(config.launcher)),
-    ):
-        try:
-            build()
-        except (ValueError, TypeError, RuntimeError, OSError) as error:
-            raise ConfigError(f"config.{block}: {error}") from None
+            f"config key 'train.batch_size' does not suit the buffer ('buffer.capacity' = "
+            f"{config.buffer.capacity}): {error}"
+        ) from None
 
 
 def _check_simulation(study: ml_collections.ConfigDict) -> None:
-    """`study.simulation` names an importable callable `package.module.function`
-    (the key was `study.solver` before)."""
-    if "solver" in study:
-        raise ConfigError(
-            "config key 'study.solver' was renamed 'study.simulation' (the dotted path of "
-            "the function that runs one simulation); did you mean 'study.simulation'?"
-        )
+    """`study.simulation` names an importable callable `package.module.function`."""
     path = study.get("simulation")
     module_name, _, function = str(path).rpartition(".")
     if not isinstance(path, str) or not module_name:

@@ -19,9 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks.online.online_common import (
-    ONLINE_HEADLINE,
     Surrogate,
-    online_train_and_evaluate,
+    online_task,
     validate_online_config,
 )
 from experiments.tasks.online.online_plots import Panel, plot_panels
@@ -120,11 +119,6 @@ def surrogate(config, study: Study) -> Surrogate:
     )
 
 
-train_and_evaluate = online_train_and_evaluate(surrogate)
-HEADLINE = ONLINE_HEADLINE
-DATA_PARALLEL = True  # trains through run_online: `--processes N` runs N trainer ranks
-
-
 def validate_config(config) -> None:
     """The online blocks, the MLP's width and depth and the loss, checked by the
     runner before anything is written."""
@@ -137,3 +131,6 @@ def validate_config(config) -> None:
         ),
         choices={"train.loss": ("mse", "l2")},
     )
+
+
+TASK = online_task(surrogate, validate_config)

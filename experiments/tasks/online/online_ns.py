@@ -18,9 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.tasks.online.online_common import (
-    ONLINE_HEADLINE,
     Surrogate,
-    online_train_and_evaluate,
+    online_task,
     validate_online_config,
 )
 from experiments.tasks.online.online_plots import Panel, plot_panels
@@ -126,14 +125,12 @@ def surrogate(config, study: Study) -> Surrogate:
     )
 
 
-train_and_evaluate = online_train_and_evaluate(surrogate)
-HEADLINE = ONLINE_HEADLINE
-DATA_PARALLEL = True  # trains through run_online: `--processes N` runs N trainer ranks
-
-
 def validate_config(config) -> None:
     """The online blocks, the TFNO's `model` block and the loss, checked by the
     runner before anything is written."""
     validate_online_config(config)
     validate_operator_config(config, data=False)
     check_config(config, choices={"train.loss": ("h1", "l2")})
+
+
+TASK = online_task(surrogate, validate_config)

@@ -45,21 +45,17 @@ import numpy as np
 
 from experiments.tasks.online import online_heat, online_ns
 from experiments.tasks.online.online_common import (
+    ONLINE_RENAMED_KEYS,
     Surrogate,
     run_online,
     study_from_config,
     validate_online_config,
 )
 from experiments.tasks.online.online_plots import plot_online_vs_offline
-from sciml.experiment import Experiment, Headline, check_config, save_figure, train_experiment
+from sciml.distributed import ProcessGroup, is_main_process
+from sciml.experiment import Experiment, Headline, Task, check_config, save_figure, train_experiment
 from sciml.online import Study, offline_data, validation_data
-from sciml.training import ProcessGroup, read_metrics
-
-
-HEADLINE = Headline(
-    "online_test_rel_l2", "online test rel. L2", "offline_test_rel_l2", "offline", percent=True
-)
-DATA_PARALLEL = True  # offline: train_experiment; online: train_online; process 0 writes
+from sciml.training import read_metrics
 
 
 #: `config.problem` → (its surrogate builder, the simulation it needs).
@@ -177,7 +173,7 @@ def train_and_evaluate(config, workdir) -> dict:
         lambda: run_offline(config, workdir / "offline", build(config, study), study, test),
     )
     online = _part(workdir / "online", lambda: run_online(config, workdir / "online", build)[1])
-    if ProcessGroup.current().main:
+    if is_main_process():
         plot_dir = workdir / "plots"
         plot_dir.mkdir(parents=True, exist_ok=True)
         plot_comparison(workdir, plot_dir, run_name=str(config.name))
@@ -213,3 +209,14 @@ def validate_config(config) -> None:
     anything is written."""
     validate_online_config(config)
     check_config(config, positive=("offline.n_runs",))
+
+
+TASK = Task(
+    train_and_evaluate,
+    validate=validate_config,
+    headline=Headline(
+        "online_test_rel_l2", "online test rel. L2", "offline_test_rel_l2", "offline", percent=True
+    ),
+    data_parallel=True,
+    renamed_keys=ONLINE_RENAMED_KEYS,
+)

@@ -46,12 +46,13 @@ import jax
 import numpy as np
 
 from experiments.tasks.operators.operators_common import (
+    OperatorData,
     build_model,
     predict,
     relative_errors,
     validate_operator_config,
 )
-from experiments.tasks.operators.operators_ns import data_from_config
+from experiments.tasks.operators.operators_ns import check_subsample, data_from_config, raw_arrays
 from experiments.tasks.operators.operators_table import (
     markdown_table,
     parse_spec,
@@ -59,13 +60,24 @@ from experiments.tasks.operators.operators_table import (
     spec_label,
     train_model,
 )
-from sciml.experiment import check_config, count_params, readable_log_ticks, save_figure
-from sciml.training import ProcessGroup, restore_model
+from sciml.experiment import (
+    ConfigError,
+    Task,
+    check_config,
+    choose_on_grid,
+    count_params,
+    paired_difference,
+    readable_log_ticks,
+    save_figure,
+)
+from sciml.training import ProcessGroup, read_metrics, restore_model
 
 
 # the errors of the paired comparison, training set beside test set
 PAIRED_METRICS = ("train_rel_l2", "train_rel_h1", "test_rel_l2", "test_rel_h1")
-DATA_PARALLEL = True  # every model trains through train_experiment; process 0 writes the files
+# the baseline overfits when its final training H1 error is below this
+# fraction of its test H1 error on every seed (fixed before the runs)
+OVERFIT_RATIO = 0.7
 
 
 def radial_spectrum(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,32 +137,36 @@ def trained_model(config, spec: str, data, model_dir: Path):
     return restore_model(model_dir, like)
 
 
+def train_curve(folder: Path) -> dict[str, float]:
+    """`train_rel_h1@<step>` for every evaluation logged in `folder/metrics.jsonl`
+    that scored the training set (`config.eval_on_train`); a resumed run's
+    last record of a step wins."""
+    records = read_metrics(folder / "metrics.jsonl")
+    return {
+        f"train_rel_h1@{r['step']}": r["train_rel_h1"]
+        for r in records
+        if r.get("split") == "eval" and "train_rel_h1" in r
+    }
+
+
 def seed_row(config, spec: str, data, folder: Path) -> dict:
     """`train_model`'s row of `spec` trained with `config.seed`, with its
-    training-set errors beside the test errors (saved with the row)."""
+    training-set errors beside the test errors (saved with the row) and, when
+    the evaluations scored the training set, its training H1 error at each of
+    them (`train_rel_h1@<step>`)."""
     row = train_model(config, spec, data, folder)
+    extra = {k: v for k, v in train_curve(folder).items() if k not in row}
     if "train_rel_l2" not in row:
         model = trained_model(config, spec, data, folder)
         errors = relative_errors(
             predict(model, data.x_train), data.y_train, periodic=True, domain_length=1.0
         )
-        row.update({f"train_{k}": v for k, v in errors.items()})
+        extra.update({f"train_{k}": v for k, v in errors.items()})
+    if extra:
+        row.update(extra)
         if ProcessGroup.current().main:
             (folder / "result.json").write_text(json.dumps(row, indent=2) + "\n")
     return row
-
-
-def paired_difference(baseline, candidate, confidence: float = 0.95) -> dict[str, float]:
-    """Mean of the paired differences `d_s = baseline_s − candidate_s` over
-    seeds and its t-interval `mean ± t_{(1+confidence)/2, n−1} · sd(d) / √n`
-    (`sd` with `n − 1`); keys `mean`, `low`, `high`."""
-    from scipy import stats
-
-    d = np.asarray(baseline, np.float64) - np.asarray(candidate, np.float64)
-    if d.ndim != 1 or d.size < 2:
-        raise ValueError(f"a paired interval needs two or more seeds, got {d.size}.")
-    half = stats.t.ppf((1 + confidence) / 2, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
-    return {"mean": float(d.mean()), "low": float(d.mean() - half), "high": float(d.mean() + half)}
 
 
 def verdict(interval: dict[str, float]) -> str:
@@ -164,29 +180,71 @@ def verdict(interval: dict[str, float]) -> str:
     return "not shown: the interval contains 0"
 
 
-def paired_results(runs: dict[str, dict[int, dict]], pair) -> tuple[dict, str]:
-    """Summary entries and a Markdown table of the paired comparison `pair =
-    (baseline, candidate)`: per-seed train and test errors of both models,
-    then the mean paired difference (baseline − candidate) with its 95 %
-    interval and the verdict on the test H1 error."""
-    base, cand = pair
+def overfitting(runs: dict[int, dict], ratio: float = OVERFIT_RATIO) -> str:
+    """The second reading fixed in advance: the baseline overfits (the regime
+    where the paper's factorisation should help) only if on every seed its
+    final training H1 error is below `ratio` times its test H1 error."""
+    shown = all(row["train_rel_h1"] < ratio * row["test_rel_h1"] for row in runs.values())
+    return "overfitting regime shown" if shown else "overfitting regime not shown"
+
+
+def paired_results(runs: dict[str, dict[int, dict]], paired) -> tuple[dict, str]:
+    """Summary entries and Markdown tables of the paired comparison `paired =
+    (baseline, candidate, ...)`: per-seed train and test errors of every model
+    (and its training H1 at each evaluation, where recorded), then for each
+    candidate the mean paired difference (baseline − candidate) with its 95 %
+    interval and the verdict on the test H1 error, and whether the baseline
+    overfits (`overfitting`).
+
+    Summary keys: `<spec>/seed<k>.<metric>`, `paired/<candidate>.<metric>.{mean,low,high}`,
+    `paired/<candidate>.verdict` and `paired.overfitting`.
+    """
+    base, *candidates = paired
     seeds = list(runs[base])
-    names = [f"{spec} {m.replace('_rel_', ' ').upper()}" for spec in pair for m in PAIRED_METRICS]
-    lines = ["| seed | " + " | ".join(names) + " |", "| --- " * (len(names) + 1) + "|"]
+    curve = sorted(
+        {k for spec in paired for row in runs[spec].values() for k in row if "@" in k},
+        key=lambda k: int(k.split("@")[1]),
+    )
+    metrics = [*PAIRED_METRICS, *curve]
+    names = [
+        m.replace("_rel_", " ").replace("l2", "L2").replace("h1", "H1").replace("@", ", step ")
+        for m in metrics
+    ]
+    lines = ["| model | seed | " + " | ".join(names) + " |", "| --- " * (len(names) + 2) + "|"]
     out = {}
-    for seed in seeds:
-        cells = [f"{100 * runs[s][seed][m]:.2f}%" for s in pair for m in PAIRED_METRICS]
-        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
-        for spec in pair:
-            out.update({f"{spec}/seed{seed}.{m}": runs[spec][seed][m] for m in PAIRED_METRICS})
-    lines += ["", f"| {base} − {cand} | mean | 95 % interval |", "| --- | --- | --- |"]
-    for m in PAIRED_METRICS:
-        diff = paired_difference(*([runs[s][k][m] for k in seeds] for s in pair))
-        out.update({f"paired.{m}.{k}": v for k, v in diff.items()})
-        interval = f"[{100 * diff['low']:+.2f}, {100 * diff['high']:+.2f}]"
-        lines.append(f"| {m} | {100 * diff['mean']:+.2f} pts | {interval} pts |")
-    out["paired.verdict"] = verdict({k: out[f"paired.test_rel_h1.{k}"] for k in ("low", "high")})
-    lines += ["", f"Test H1 ({cand} against {base}): **{out['paired.verdict']}**."]
+    for spec in paired:
+        for seed in seeds:
+            row = runs[spec][seed]
+            cells = ["–" if m not in row else f"{100 * row[m]:.2f}%" for m in metrics]
+            lines.append(f"| {spec_label(spec)} | {seed} | " + " | ".join(cells) + " |")
+            out.update({f"{spec}/seed{seed}.{m}": row[m] for m in metrics if m in row})
+    lines += [
+        "",
+        f"| candidate ({spec_label(base)} − candidate) | metric | mean | 95 % interval |",
+        "| --- " * 4 + "|",
+    ]
+    for cand in candidates:
+        for m in PAIRED_METRICS:
+            diff = paired_difference(*([runs[s][k][m] for k in seeds] for s in (base, cand)))
+            out.update({f"paired/{cand}.{m}.{k}": v for k, v in diff.items()})
+            interval = f"[{100 * diff['low']:+.2f}, {100 * diff['high']:+.2f}]"
+            lines.append(
+                f"| {spec_label(cand)} | {m} | {100 * diff['mean']:+.2f} pts | {interval} pts |"
+            )
+        interval = {k: out[f"paired/{cand}.test_rel_h1.{k}"] for k in ("low", "high")}
+        out[f"paired/{cand}.verdict"] = verdict(interval)
+    lines.append("")
+    for cand in candidates:
+        lines.append(
+            f"Test H1 ({spec_label(cand)} against {spec_label(base)}): "
+            f"**{out[f'paired/{cand}.verdict']}**."
+        )
+    out["paired.overfitting"] = overfitting(runs[base])
+    ratios = ", ".join(f"{r['train_rel_h1'] / r['test_rel_h1']:.2f}" for r in runs[base].values())
+    lines.append(
+        f"\n{spec_label(base)}, final train H1 / test H1 by seed: {ratios} "
+        f"(below {OVERFIT_RATIO} on every seed: overfitting): **{out['paired.overfitting']}**."
+    )
     return out, "\n".join(lines) + "\n"
 
 
@@ -263,20 +321,21 @@ def plot_spectra(truth, predictions: dict[str, np.ndarray], ax=None):
     return ax
 
 
-def plot_paired(runs: dict[str, dict[int, dict]], pair, ax=None):
-    """Train (open) and test (filled) relative H1 error of the two models of
-    `pair`, one line per seed joining its two models; returns the axis."""
+def plot_paired(runs: dict[str, dict[int, dict]], paired, ax=None):
+    """Train (open) and test (filled) relative H1 error of the models of
+    `paired`, one line per seed joining its models; returns the axis."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(4.5, 4))
-    for seed in runs[pair[0]]:
+        _, ax = plt.subplots(figsize=(2 + 2.4 * len(paired), 4.8))
+    at = list(range(len(paired)))
+    for seed in runs[paired[0]]:
         for split, style in (("test", "o-"), ("train", "o--")):
-            errors = [runs[spec][seed][f"{split}_rel_h1"] for spec in pair]
+            errors = [runs[spec][seed][f"{split}_rel_h1"] for spec in paired]
             fill = None if split == "test" else "none"
-            ax.plot([0, 1], errors, style, color=f"C{seed % 10}", mfc=fill, alpha=0.8)
-    names = [textwrap.fill(spec_label(spec), 18) for spec in pair]
-    ax.set(xticks=[0, 1], xticklabels=names, xlim=(-0.3, 1.3), ylabel="relative H1 error")
+            ax.plot(at, errors, style, color=f"C{seed % 10}", mfc=fill, alpha=0.8)
+    names = [textwrap.fill(spec_label(spec), 24) for spec in paired]
+    ax.set(xticks=at, xticklabels=names, xlim=(-0.3, at[-1] + 0.3), ylabel="relative H1 error")
     ax.set_title("one line per seed: test (filled), train (open)", fontsize=11)
     ax.figure.tight_layout()
     return ax
@@ -284,23 +343,109 @@ def plot_paired(runs: dict[str, dict[int, dict]], pair, ax=None):
 
 def train_size(config, n: int, workdir: Path, specs, seeds):
     """Trains every model on the first `n` samples (once per seed of `seeds`,
-    else once with `config.seed`): `(data, {spec: {seed: row}})`."""
+    else once with `config.seed`): `(data, {spec: {seed: row}})`. With seeds,
+    every model of one seed trains before the next seed starts, so that a run
+    cut short holds whole seeds (paired results)."""
     sized = size_config(config, n)
     data = data_from_config(sized)  # drawn with config.seed, whatever the training seed
-    runs = {}
-    for spec in specs:
-        if not seeds:
-            runs[spec] = {None: train_model(sized, spec, data, model_dir(workdir, n, spec))}
-            continue
-        runs[spec] = {
-            seed: seed_row(seed_config(sized, seed), spec, data, model_dir(workdir, n, spec, seed))
-            for seed in seeds
+    if not seeds:
+        return data, {
+            spec: {None: train_model(sized, spec, data, model_dir(workdir, n, spec))}
+            for spec in specs
         }
+    runs = {spec: {} for spec in specs}
+    for seed in seeds:
+        for spec in specs:
+            folder = model_dir(workdir, n, spec, seed)
+            runs[spec][seed] = seed_row(seed_config(sized, seed), spec, data, folder)
     return data, runs
+
+
+def validation_data(config) -> OperatorData:
+    """The training samples split for choosing a learning rate: the first
+    `n_train − n_val` train, the last `config.data.n_val` are scored (the test
+    set is never read for a choice); scaled with the training part's statistics."""
+    x, y = raw_arrays(config)[:2]
+    n_val = int(config.data.n_val)
+    return OperatorData.from_arrays(x[:-n_val], y[:-n_val], x[-n_val:], y[-n_val:])
+
+
+def sweep_table(rows: dict[str, dict[float, dict]], best: dict[str, float]) -> str:
+    """The sweep as Markdown: one row per model, validation H1 (L2) per rate,
+    the chosen rate in bold."""
+    rates = sorted({lr for by_rate in rows.values() for lr in by_rate})
+    lines = [
+        "| model | " + " | ".join(f"{lr:g}" for lr in rates) + " | chosen |",
+        "| --- " * (len(rates) + 2) + "|",
+    ]
+    for spec, by_rate in rows.items():
+        cells = []
+        for lr in rates:
+            r = by_rate.get(lr)
+            cell = (
+                "–" if r is None else f"{100 * r['val_rel_h1']:.2f}% ({100 * r['val_rel_l2']:.2f}%)"
+            )
+            cells.append(f"**{cell}**" if lr == best[spec] else cell)
+        lines.append(f"| {spec_label(spec)} | " + " | ".join(cells) + f" | {best[spec]:g} |")
+    return "\n".join(lines) + "\n"
+
+
+def sweep_learning_rates(config, workdir: Path) -> dict:
+    """Each model of `config.models` trained once (with `config.seed`) at every
+    rate of `config.sweep_learning_rates` on the validation split
+    (`validation_data`) of the largest training size; the rate of lowest
+    validation H1 error is chosen, and flagged `at_edge` when it is the
+    smallest or largest rate tried (then the grid should be widened). Writes
+    `sweep.md`, `plots/sweep.png` and summary keys
+    `sweep/<spec>@<rate>.val_rel_{l2,h1}`, `sweep/<spec>.learning_rate`,
+    `sweep/<spec>.at_edge`; each run trains in `workdir/sweep/<spec>@<rate>/`
+    and resumes like `operators_table`."""
+    rates = sorted(float(r) for r in config.sweep_learning_rates)
+    sized = size_config(config, max(int(n) for n in config.train_sizes))
+    data = validation_data(sized)
+    rows, best, summary = {}, {}, {}
+    for spec in (s.strip().split("@")[0] for s in config.models):
+        rows[spec] = {}
+        for lr in rates:
+            name = f"{spec}@{lr:g}"
+            row = train_model(sized, name, data, workdir / "sweep" / name.replace(":", "-"))
+            row = {"val_rel_l2": row["test_rel_l2"], "val_rel_h1": row["test_rel_h1"], **row}
+            rows[spec][lr] = row
+            summary.update({f"sweep/{name}.{k}": row[k] for k in ("val_rel_l2", "val_rel_h1")})
+        best[spec], at_edge = choose_on_grid({lr: r["val_rel_h1"] for lr, r in rows[spec].items()})
+        summary[f"sweep/{spec}.learning_rate"] = best[spec]
+        summary[f"sweep/{spec}.at_edge"] = at_edge
+    if ProcessGroup.current().main:
+        (workdir / "plots").mkdir(parents=True, exist_ok=True)
+        (workdir / "sweep.md").write_text(sweep_table(rows, best))
+        save_figure(plot_sweep(rows), workdir / "plots" / "sweep.png")
+    return summary
+
+
+def plot_sweep(rows: dict[str, dict[float, dict]], ax=None):
+    """Validation H1 error against the learning rate, one line per model;
+    returns the axis."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4.2))
+    for spec, by_rate in rows.items():
+        rates = sorted(by_rate)
+        ax.loglog(rates, [by_rate[lr]["val_rel_h1"] for lr in rates], "o-", label=spec_label(spec))
+    ax.set(xlabel="learning rate", ylabel="validation relative H1 error")
+    readable_log_ticks(ax, "x")
+    readable_log_ticks(ax, "y")
+    ax.set_title("learning-rate sweep (validation split of the training set)", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax
 
 
 def train_and_evaluate(config, workdir: Path) -> dict:
     workdir = Path(workdir)
+    if config.get("sweep_learning_rates"):
+        return sweep_learning_rates(config, workdir)
     main = ProcessGroup.current().main
     specs = [s.strip() for s in config.models]
     seeds = [int(s) for s in config.get("seeds", ())]
@@ -363,8 +508,11 @@ def check_specs(config, specs, seeds, pair) -> None:
         parse_spec(spec, config.model)
     if unknown := sorted(set(config.plot_models) - set(specs)):
         raise ValueError(f"config.plot_models: {unknown} are not in config.models.")
-    if pair and (len(pair) != 2 or not set(pair) <= set(specs)):
-        raise ValueError(f"config.paired must be two of config.models {specs}, got {pair}.")
+    if pair and (len(pair) < 2 or len(set(pair)) != len(pair) or not set(pair) <= set(specs)):
+        raise ValueError(
+            "config.paired must be two or more distinct models of config.models "
+            f"{specs} (the baseline first), got {pair}."
+        )
     if pair and len(set(seeds)) < 2:
         raise ValueError(f"config.paired needs two or more distinct config.seeds, got {seeds}.")
 
@@ -381,3 +529,25 @@ def validate_config(config) -> None:
         raise ValueError(f"config.seeds must be a tuple of ints >= 0, got {seeds!r}.")
     specs = [s.strip() for s in config.models]
     check_specs(config, specs, list(seeds), tuple(config.get("paired", ())))
+    check_subsample(config)
+    if config.get("sweep_learning_rates"):
+        rates = config.sweep_learning_rates
+        if (
+            not isinstance(rates, tuple | list)
+            or len(set(rates)) < 3
+            or any(not isinstance(r, int | float) or isinstance(r, bool) or r <= 0 for r in rates)
+        ):
+            raise ConfigError(
+                f"config.sweep_learning_rates must be three or more distinct numbers > 0 "
+                f"(so that a choice can lie inside the grid), got {rates!r}."
+            )
+        check_config(config, positive=("data.n_val",))
+        if int(config.data.n_val) >= max(int(n) for n in config.train_sizes):
+            raise ConfigError(
+                f"config.data.n_val: {int(config.data.n_val)} validation samples leave none "
+                f"of the {max(config.train_sizes)} training samples to train on; accepted: "
+                "fewer than the largest of config.train_sizes."
+            )
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, data_parallel=True)

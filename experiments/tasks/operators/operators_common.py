@@ -255,11 +255,23 @@ def make_batch_fn(x, y, batch_size: int):
     return batch_fn
 
 
-def make_evaluate(data: OperatorData, *, periodic: bool, domain_length, domain_length_2x=None):
-    """`evaluate(model)`: test errors at the training grid and (if present) at 2×."""
+def make_evaluate(
+    data: OperatorData, *, periodic: bool, domain_length, domain_length_2x=None, train=False
+):
+    """`evaluate(model)`: test errors at the training grid and (if present) at
+    2×; with `train`, the errors on the whole training set too (`train_rel_l2`,
+    `train_rel_h1`: how far the model fits what it is trained on)."""
 
     def evaluate(model) -> dict[str, float]:
         out = {}
+        if train:
+            errors = relative_errors(
+                predict(model, data.x_train),
+                data.y_train,
+                periodic=periodic,
+                domain_length=domain_length,
+            )
+            out.update({f"train_{k}": v for k, v in errors.items()})
         errors = relative_errors(
             predict(model, data.x_test), data.y_test, periodic=periodic, domain_length=domain_length
         )
@@ -342,7 +354,8 @@ def build_experiment(
 ) -> Experiment:
     """The standard-loop `Experiment` of one operator model on `data`.
 
-    The model is built from `model_cfg` (default `config.model`).
+    The model is built from `model_cfg` (default `config.model`). With
+    `config.eval_on_train`, every evaluation also scores the whole training set.
     """
     key = jax.random.key(int(config.seed))
     in_channels, out_channels = data.x_train.shape[1], data.y_train.shape[1]
@@ -353,7 +366,11 @@ def build_experiment(
         loss_fn=loss_fn,
         batch_fn=make_batch_fn(data.x_train, data.y_train, int(config.train.batch_size)),
         evaluate=make_evaluate(
-            data, periodic=periodic, domain_length=domain_length, domain_length_2x=domain_length_2x
+            data,
+            periodic=periodic,
+            domain_length=domain_length,
+            domain_length_2x=domain_length_2x,
+            train=bool(config.get("eval_on_train", False)),
         ),
         plot=lambda model, plot_dir: plot_predictions(model, data, plot_dir, labels=labels),
     )

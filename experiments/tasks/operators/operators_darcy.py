@@ -23,11 +23,10 @@ from experiments.tasks.operators.operators_common import (
     build_experiment,
     validate_operator_config,
 )
-from sciml.experiment import Experiment, Headline, train_experiment
+from sciml.experiment import Experiment, Headline, Task, train_experiment
 
 
 HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 @functools.lru_cache(maxsize=4)
@@ -75,3 +74,8 @@ def train_and_evaluate(config, workdir) -> dict:
 def validate_config(config) -> None:
     """Data and model sizes and choices, checked by the runner before anything is written."""
     validate_operator_config(config)
+
+
+TASK = Task(
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
+)

@@ -22,11 +22,10 @@ from experiments.tasks.operators.operators_common import (
     build_experiment,
     validate_operator_config,
 )
-from sciml.experiment import Experiment, Headline, check_config, train_experiment
+from sciml.experiment import ConfigError, Experiment, Headline, Task, check_config, train_experiment
 
 
 HEADLINE = Headline("test_rel_l2", "test rel. L2", percent=True)
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 @functools.lru_cache(maxsize=4)
@@ -64,22 +63,35 @@ def ns_data(
     return tuple(arrays)
 
 
-def data_from_config(config) -> OperatorData:
+def raw_arrays(config) -> tuple[np.ndarray, ...]:
+    """Unscaled train / test (and 2× test) `(inputs, outputs)` arrays, `(n, 1,
+    s, s)`, from the files of `config.data` or generated in-process.
+
+    With `config.data.subsample = k` (default 1) every field is taken at every
+    `k`-th point per axis: the same flows on a `k` times coarser grid (the
+    periodic grid `x_i = i/s` without its endpoint nests).
+    """
     d = config.data
     if d.get("path"):
-        return OperatorData.from_arrays(*arrays_from_files(d, problem="navier_stokes"))
-    arrays = ns_data(
-        int(d.n_train),
-        int(d.n_test),
-        int(d.resolution),
-        int(config.seed),
-        float(d.viscosity),
-        float(d.t_final),
-        float(d.dt),
-        bool(d.super_resolution),
-        float(d.get("t_start", 0.0)),
-    )
-    return OperatorData.from_arrays(*arrays)
+        arrays = arrays_from_files(d, problem="navier_stokes")
+    else:
+        arrays = ns_data(
+            int(d.n_train),
+            int(d.n_test),
+            int(d.resolution),
+            int(config.seed),
+            float(d.viscosity),
+            float(d.t_final),
+            float(d.dt),
+            bool(d.super_resolution),
+            float(d.get("t_start", 0.0)),
+        )
+    k = int(d.get("subsample", 1))
+    return tuple(a[..., ::k, ::k] for a in arrays)
+
+
+def data_from_config(config) -> OperatorData:
+    return OperatorData.from_arrays(*raw_arrays(config))
 
 
 def experiment(config, data: OperatorData, model_cfg=None) -> Experiment:
@@ -106,3 +118,22 @@ def validate_config(config) -> None:
     """Data and model sizes and choices, checked by the runner before anything is written."""
     validate_operator_config(config)
     check_config(config, positive_numbers=("data.dt", "data.t_final", "data.viscosity"))
+    check_subsample(config)
+
+
+def check_subsample(config) -> None:
+    """`config.data.subsample` (if set) is an int >= 1 that divides the resolution."""
+    if "subsample" not in config.data:
+        return
+    check_config(config, positive=("data.subsample",))
+    k, s = int(config.data.subsample), int(config.data.resolution)
+    if s % k:
+        raise ConfigError(
+            f"config.data.subsample: {k} does not divide config.data.resolution = {s}; "
+            f"accepted: a divisor of {s}."
+        )
+
+
+TASK = Task(
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
+)

@@ -29,6 +29,7 @@ from experiments.tasks.pararnn.pararnn_plots import plot_learning_curves
 from sciml.experiment import (
     Experiment,
     Headline,
+    Task,
     check_config,
     count_params,
     save_figure,
@@ -36,12 +37,6 @@ from sciml.experiment import (
 )
 from sciml.pararnn import AutoScan, Fallback, Newton, RNNModel, Sequential
 from sciml.training import read_metrics
-
-
-HEADLINE = Headline(
-    "final_loss_newton", "final loss (Newton)", "final_loss_sequential", "sequential"
-)
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 MODES = ("sequential", "newton")
@@ -221,3 +216,13 @@ def validate_config(config) -> None:
             "newton.method": ("auto",),
         },
     )  # fmt: skip
+
+
+TASK = Task(
+    train_and_evaluate,
+    validate=validate_config,
+    headline=Headline(
+        "final_loss_newton", "final loss (Newton)", "final_loss_sequential", "sequential"
+    ),
+    data_parallel=True,
+)

@@ -1,12 +1,16 @@
-"""PTD robustness: S4D-LegS vs S4-PTD under noise at S4D-LegS's top resonance.
+"""PTD robustness: S4D-LegS vs S4-PTD, and S5 vs S5-PTD, under noise at
+S4D-LegS's top resonance.
 
-Following the robustness experiment of Yu et al. (S4-PTD): a stack of S4D
+Following the robustness experiment of Yu et al. (S4-PTD): a stack of SSM
 layers (GELU between them, no `D` skip, no residual), mean pooling and a linear
 read-out; only `C` (and the encoder / decoder) is trained, so every layer keeps
-its initial spectrum. Three models differ only in the init: `s4d_legs`
-(S4D-LegS with `B = VᴴB_HiPPO`, the system PTD is compared with in theory),
-`s4d_legs_clip` (the reference code's S4D-LegS, `Im B` clipped to ±2, which
-caps the resonance spikes of the transfer function) and `s4d_ptd`.
+its initial spectrum. The models of `config.models` differ only in the layer
+and its init: `s4d_legs` (S4D-LegS with `B = VᴴB_HiPPO`, the system PTD is
+compared with in theory), `s4d_legs_clip` (the reference code's S4D-LegS,
+`Im B` clipped to ±2, which caps the resonance spikes of the transfer
+function), `s4d_ptd`, and the MIMO pair the paper also claims for: `s5_hippo`
+(S5 with HiPPO-LegS's normal part, `Λ = −½ + i eig(S)`, `B̃ = V⁻¹B` for a random
+`B`) and `s5_ptd` (S5-PTD: the PTD diagonalisation instead).
 
 Data (in-process): sequences of `length` steps of a sinusoid of class-specific
 frequency `f_c = c + 1` cycles per sequence with random phase plus white noise;
@@ -17,14 +21,17 @@ At test time, `a · cos(ω t)` with `a ~ 0.1 U(0, 1)` (one amplitude per sample
 and layer) is added to the input of every SSM layer, where `ω` is the largest
 frequency `max |Im λ|` of the S4D-LegS spectrum of the layers' state size and
 `t = k Δ_h` is the time of step `k` in channel `h`'s own units, so every channel
-sees the noise exactly at that frequency. S4D-LegS has a lightly damped mode
+sees the noise exactly at that frequency. An S5 layer's steps belong to its
+modes, not its channels: there `t = k Δ_top`, the step of its top-frequency
+mode, so that mode sees the noise at its own frequency (`noise_step`). S4D-LegS has a lightly damped mode
 there (`Re λ = −½`), S4-PTD does not (uniform convergence): the paper reports
 that S4D's accuracy drops sharply while S4-PTD's does not.
 
 Summary keys, for each `<model>`: `clean_accuracy`; `noisy_accuracy` and
 `logit_change` (mean `‖z_noisy − z‖/‖z‖` of the logits) at `noise_amplitude`,
 and the same `..._at_<a>` for every amplitude of `noise_sweep`;
-`transfer_distance` (worst case to HiPPO-LegS); plus `omega`. Plots: the
+`transfer_distance` (worst case to HiPPO-LegS; S4D layers only: S5's `B` is
+random, not HiPPO-LegS's); plus `omega`. Plots: the
 transfer-function distance to HiPPO-LegS against the state size (worst case and
 smooth input), and the accuracy against the noise amplitude.
 """
@@ -40,9 +47,17 @@ import numpy as np
 import optax
 
 from experiments.tasks.ssm.ssm_plots import plot_accuracy
-from sciml.experiment import Experiment, check_config, save_figure, train_experiment
+from sciml.experiment import (
+    ConfigError,
+    Experiment,
+    Task,
+    check_config,
+    save_figure,
+    train_experiment,
+)
 from sciml.ssm import (
     S4D,
+    S5,
     diagonal_system,
     hippo_normal_modes,
     plot_convergence,
@@ -50,36 +65,49 @@ from sciml.ssm import (
 )
 
 
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
-
-
-# name: (S4D init options, the same options for `diagonal_system`)
+# name: (layer, its init options); an S4D's options are also `diagonal_system`'s
 MODELS = {
-    "s4d_legs": {"init": "legs", "b_clip": None},
-    "s4d_legs_clip": {"init": "legs"},
-    "s4d_ptd": {"init": "ptd"},
+    "s4d_legs": (S4D, {"init": "legs", "b_clip": None}),
+    "s4d_legs_clip": (S4D, {"init": "legs"}),
+    "s4d_ptd": (S4D, {"init": "ptd"}),
+    "s5_hippo": (S5, {"init": "hippo-n"}),
+    "s5_ptd": (S5, {"init": "ptd"}),
 }
 LABELS = {
     "s4d_legs": "S4D-LegS",
     "s4d_legs_clip": "S4D-LegS, Im B clipped to ±2",
     "s4d_ptd": "S4-PTD",
+    "s5_hippo": "S5 (HiPPO-N)",
+    "s5_ptd": "S5-PTD",
 }
 
 
+def noise_step(layer: S4D | S5) -> jax.Array:
+    """The time of one step in the units the noise frequency is given in: each
+    channel's own `Δ_h` for an S4D layer (`(d_model,)`); for an S5 layer, whose
+    steps `Δ_p` belong to its modes, the `Δ` of the mode of largest `|Im λ|`
+    (the top frequency), shared by every channel."""
+    if isinstance(layer, S4D):
+        return jnp.exp(layer.log_dt)
+    top = jnp.argmax(jnp.abs(layer.Lambda_im))
+    return jnp.exp(layer.log_dt[top])
+
+
 class RobustnessNet(eqx.Module):
-    """Encoder → [S4D (D = 0) → GELU] × n_layers → mean → decoder, with input noise."""
+    """Encoder → [SSM (D = 0) → GELU] × n_layers → mean → decoder, with input
+    noise; the SSM an `S4D` or an `S5` layer."""
 
     encoder: eqx.nn.Linear
-    layers: tuple[S4D, ...]
+    layers: tuple[S4D | S5, ...]
     decoder: eqx.nn.Linear
 
-    def __init__(self, n_classes, *, d_model, n_layers, state_size, key, **ssm_kwargs):
+    def __init__(self, n_classes, *, d_model, n_layers, state_size, layer=S4D, key, **ssm_kwargs):
         keys = jax.random.split(key, n_layers + 2)
         self.encoder = eqx.nn.Linear(1, d_model, key=keys[0])
         layers = []
         for k in keys[2:]:
-            layer = S4D(d_model, state_size, **ssm_kwargs, key=k)
-            layers.append(eqx.tree_at(lambda m: m.D, layer, jnp.zeros_like(layer.D)))
+            ssm = layer(d_model, state_size, **ssm_kwargs, key=k)
+            layers.append(eqx.tree_at(lambda m: m.D, ssm, jnp.zeros_like(ssm.D)))
         self.layers = tuple(layers)
         self.decoder = eqx.nn.Linear(d_model, n_classes, key=keys[1])
 
@@ -89,7 +117,7 @@ class RobustnessNet(eqx.Module):
         steps = jnp.arange(x.shape[0])[:, None]
         for i, layer in enumerate(self.layers):
             if amplitudes is not None:
-                h = h + amplitudes[i] * jnp.cos(omega * steps * jnp.exp(layer.log_dt))
+                h = h + amplitudes[i] * jnp.cos(omega * steps * noise_step(layer))
             h = jax.nn.gelu(layer(h))
         return self.decoder(jnp.mean(h, axis=0))
 
@@ -165,15 +193,17 @@ def loss_fn(model, batch, key):
 def train_model(config, workdir: Path, name: str, batch_fn, *, key_model, key_train):
     """Builds model `name` (its init from `MODELS`) and trains it."""
     model_cfg = config.model
+    layer, options = MODELS[name]
     model = RobustnessNet(
         config.data.n_classes,
         d_model=model_cfg.d_model,
         n_layers=model_cfg.n_layers,
         state_size=model_cfg.state_size,
+        layer=layer,
         dt_min=model_cfg.dt_min,
         dt_max=model_cfg.dt_max,
         key=key_model,
-        **MODELS[name],
+        **options,
     )
     return train_experiment(
         Experiment(model, loss_fn, batch_fn),
@@ -215,7 +245,8 @@ def train_and_evaluate(config, workdir) -> dict:
 
     summary = {"omega": omega, "state_size": state_size}
     curves, clean = {}, {}
-    for name, options in MODELS.items():
+    for name in config.models:
+        layer, options = MODELS[name]
         trained = train_model(
             config, workdir, name, batch_fn, key_model=key_model, key_train=key_train
         )
@@ -224,9 +255,10 @@ def train_and_evaluate(config, workdir) -> dict:
         clean[name] = results[f"{name}.clean_accuracy"]
         summary[f"{name}.final_loss"] = trained.summary["final_loss"]
         summary[f"{name}.n_params"] = trained.summary["n_params"]
-        summary[f"{name}.transfer_distance"] = transfer_distance(
-            *diagonal_system(state_size, **options)
-        )
+        if layer is S4D:  # S5's B is random, not HiPPO-LegS's: no distance to it
+            summary[f"{name}.transfer_distance"] = transfer_distance(
+                *diagonal_system(state_size, **options)
+            )
 
     plot_dir = workdir / "plots"
     save_figure(plot_convergence(tuple(config.plot_sizes)), plot_dir / "transfer_distance.png")
@@ -236,7 +268,12 @@ def train_and_evaluate(config, workdir) -> dict:
 
 
 def validate_config(config) -> None:
-    """Data and model sizes, checked by the runner before anything is written."""
+    """Models, data and model sizes, checked by the runner before anything is written."""
+    models = tuple(config.models)
+    if not models or len(set(models)) != len(models) or not set(models) <= set(MODELS):
+        raise ConfigError(
+            f"config.models must be distinct names of {tuple(MODELS)}, got {models!r}."
+        )
     check_config(
         config,
         positive=(
@@ -245,3 +282,6 @@ def validate_config(config) -> None:
         ),
         positive_numbers=("model.dt_min", "model.dt_max"),
     )  # fmt: skip
+
+
+TASK = Task(train_and_evaluate, validate=validate_config, data_parallel=True)

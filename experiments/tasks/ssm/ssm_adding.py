@@ -1,11 +1,10 @@
 """The adding problem with an S4D or S5 model (see `ssm_common`)."""
 
 from experiments.tasks.ssm.ssm_common import sequence_experiment, validate_sequence_config
-from sciml.experiment import Headline, train_experiment
+from sciml.experiment import Headline, Task, train_experiment
 
 
 HEADLINE = Headline("test_mse", "test MSE")
-DATA_PARALLEL = True  # trains through train_experiment: `--processes N` splits its batches
 
 
 def build(config):
@@ -19,3 +18,8 @@ def train_and_evaluate(config, workdir):
 def validate_config(config):
     """Data and model sizes, checked by the runner before anything is written."""
     validate_sequence_config(config, classes=False)
+
+
+TASK = Task(
+    train_and_evaluate, validate=validate_config, headline=HEADLINE, data_parallel=True, build=build
+)

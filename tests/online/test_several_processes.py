@@ -1,10 +1,10 @@
-"""Online training with several trainer ranks (processes).
+"""Online training with several trainer processes.
 
-The run table's partition: each rank holds its share of the study's runs,
-with the parameters and seeds the one-rank study gives those runs. End to end
-(slow): two trainer processes on this machine (JAX's CPU collectives), each
-with its own receiver, buffer and solver jobs, account for every sample
-exactly once; a rank killed mid-run stops the other one promptly with no
+The run table's partition: each process holds its share of the study's runs,
+with the parameters and seeds the one-process study gives those runs. End to
+end (slow): two trainer processes on this machine (JAX's CPU collectives),
+each with its own receiver, buffer and solver jobs, account for every sample
+exactly once; a process killed mid-run stops the other one promptly with no
 solver left behind, and a resume of both finishes the study exactly once.
 """
 
@@ -23,14 +23,14 @@ import numpy as np
 import optax
 import pytest
 
+from sciml.distributed import PROCESSES_FILE, ProcessGroup, start_time
 from sciml.online import FIFO, RunTable, Study, run_seed, train_online
-from sciml.online._processes import PROCESSES_FILE, start_time
-from sciml.online._ranks import merged_monitor, merged_summary
 from sciml.online._runs import FAILED
 from sciml.online._sampler import LatinHypercube, MonteCarlo, ParameterSpace
-from sciml.training import ProcessGroup, TrainSettings
+from sciml.online._shared import merged_monitor, merged_summary, process_folder
+from sciml.training import TrainSettings
 
-from .ranks_trainer import N_RUNS, N_STEPS, RANKS
+from .processes_trainer import N_RUNS, N_STEPS, PROCESSES
 
 
 SPACE = ParameterSpace({"nu": (1e-3, 1e-2, "log"), "a": (0.0, 1.0)})
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLANNED = {(r, k) for r in range(N_RUNS) for k in range(N_STEPS)}
 
 
-def tables(n_runs, ranks, sampler=None, max_attempts=1):
+def tables(n_runs, processes, sampler=None, max_attempts=1):
     sampler = MonteCarlo(seed=7) if sampler is None else sampler
     return [
         RunTable(
@@ -48,16 +48,16 @@ def tables(n_runs, ranks, sampler=None, max_attempts=1):
             n_steps=3,
             seed=7,
             max_attempts=max_attempts,
-            rank=r,
-            ranks=ranks,
+            process=r,
+            processes=processes,
         )
-        for r in range(ranks)
+        for r in range(processes)
     ]
 
 
 @pytest.mark.parametrize("sampler", [MonteCarlo(seed=7), LatinHypercube(seed=7, block=4)])
 @pytest.mark.parametrize("n_runs", [6, 7])
-def test_ranks_share_the_runs_of_one_table_with_their_parameters_and_seeds(n_runs, sampler):
+def test_processes_share_the_runs_of_one_table_with_their_parameters_and_seeds(n_runs, sampler):
     (whole,) = tables(n_runs, 1, sampler)
     parts = tables(n_runs, 3, sampler)
     ids = [[t.global_run(i) for i in range(len(t))] for t in parts]
@@ -68,12 +68,12 @@ def test_ranks_share_the_runs_of_one_table_with_their_parameters_and_seeds(n_run
             spec, reference = t.spec(i), whole.spec(g)
             assert spec.run == i and spec.seed == run_seed(7, g) == reference.seed
             assert spec.params == reference.params
-    # one rank: the table of before (local ids are global ids)
+    # one process: the table of before (local ids are global ids)
     assert [whole.global_run(i) for i in range(n_runs)] == list(range(n_runs))
     np.testing.assert_array_equal(whole.params, sampler.draw(SPACE, n_runs))
 
 
-def test_redrawn_runs_of_different_ranks_never_share_a_global_id():
+def test_redrawn_runs_of_different_processes_never_share_a_global_id():
     parts = tables(4, 2)
     redrawn = []
     for t in parts:
@@ -82,7 +82,7 @@ def test_redrawn_runs_of_different_ranks_never_share_a_global_id():
             t.start([run])
             assert t.ended(run) == FAILED
             redrawn.append(t.global_run(t.replaced_by[run]))
-        # the rank's failed runs are reported with global ids and parameters
+        # the process's failed runs are reported with global ids and parameters
         failed = t.failed_runs()
         assert [f["run"] for f in failed] == [t.global_run(i) for i in range(1, 4)]
         assert failed[-1]["replaced_by"] == t.global_run(4)
@@ -91,32 +91,32 @@ def test_redrawn_runs_of_different_ranks_never_share_a_global_id():
     # a redrawn run has the row of its global id, as a restart draws it again
     full = MonteCarlo(seed=7).draw(SPACE, 10)
     for t in parts:
-        np.testing.assert_array_equal(t.params, full[t.rank :: 2])
-        again = tables(4, 2)[t.rank]
+        np.testing.assert_array_equal(t.params, full[t.process :: 2])
+        again = tables(4, 2)[t.process]
         again.restore(t.to_json())
         np.testing.assert_array_equal(again.params, t.params)
 
 
-def test_a_table_refuses_ranks_without_runs_of_their_own():
-    with pytest.raises(ValueError, match=r"`n_runs` \(2\) must be at least .* ranks \(3\)"):
+def test_a_table_refuses_processes_without_runs_of_their_own():
+    with pytest.raises(ValueError, match=r"`n_runs` \(2\) must be at least .* processes \(3\)"):
         tables(2, 3)
 
 
-def test_each_rank_binds_its_own_receiver_address():
+def test_each_process_binds_its_own_receiver_address():
     def study(address):
         space = ParameterSpace({"a": (0.0, 1.0)})
         return Study("m.f", space, n_runs=4, n_steps=2, address=address)
 
     assert study("tcp://0.0.0.0:5555").receiver_address(2, 3) == "tcp://0.0.0.0:5557"
-    assert study("ipc:///tmp/s/recv").receiver_address(1, 2) == "ipc:///tmp/s/recv.rank1"
+    assert study("ipc:///tmp/s/recv").receiver_address(1, 2) == "ipc:///tmp/s/recv.process1"
     assert study(None).receiver_address(1, 2) is None  # a free port each
     assert study("tcp://127.0.0.1:*").receiver_address(1, 2) == "tcp://127.0.0.1:*"
-    # one rank: the study's address as given
+    # one process: the study's address as given
     assert study("ipc:///tmp/s/recv").receiver_address() == "ipc:///tmp/s/recv"
 
 
-def two_ranks(monkeypatch, other) -> ProcessGroup:
-    """Rank 0 of two, whose `gather` returns its value and `other`'s."""
+def two_processes(monkeypatch, other) -> ProcessGroup:
+    """Process 0 of two, whose `gather` returns its value and `other`'s."""
     monkeypatch.setattr(ProcessGroup, "gather", lambda self, value: [value, other])
     return ProcessGroup(2, 0)
 
@@ -132,7 +132,7 @@ def test_the_summary_sums_counters_joins_run_lists_and_averages_the_rest(monkeyp
         }
 
     merged = merged_summary(
-        summary(16, 0.5, 0.2, [1], 2), two_ranks(monkeypatch, summary(12, 0.25, 0.6, [0, 4], 1))
+        summary(16, 0.5, 0.2, [1], 2), two_processes(monkeypatch, summary(12, 0.25, 0.6, [0, 4], 1))
     )
     assert merged == {
         "samples_received": 28,
@@ -140,19 +140,19 @@ def test_the_summary_sums_counters_joins_run_lists_and_averages_the_rest(monkeyp
         "failed_runs": [{"run": r, "attempts": 3} for r in (0, 1, 4)],
         "fill": 0.375,
         "wait_fraction": 0.4,
-        "wait_fraction_by_rank": [0.2, 0.6],
-        "ranks": 2,
+        "wait_fraction_by_process": [0.2, 0.6],
+        "processes": 2,
     }
-    # progress values: a rejection reason only one rank has seen is kept
+    # progress values: a rejection reason only one process has seen is kept
     mine, theirs = {"received": 3, "reuse": 1.0}, {"received": 4, "reuse": 2.0, "rejected_auth": 1}
-    assert merged_monitor(mine, two_ranks(monkeypatch, theirs)) == {
+    assert merged_monitor(mine, two_processes(monkeypatch, theirs)) == {
         "received": 7,
         "reuse": 1.5,
         "rejected_auth": 1,
     }
 
 
-def test_batch_size_and_devices_must_suit_several_ranks(tmp_path, monkeypatch):
+def test_batch_size_and_devices_must_suit_several_processes(tmp_path, monkeypatch):
     monkeypatch.setattr(ProcessGroup, "current", classmethod(lambda cls: cls(4, 1)))
     study = Study("m.f", ParameterSpace({"a": (0.0, 1.0)}), n_runs=8, n_steps=2)
 
@@ -170,7 +170,7 @@ def test_batch_size_and_devices_must_suit_several_ranks(tmp_path, monkeypatch):
         )
 
     with pytest.raises(
-        ValueError, match=r"`batch_size` \(6\) must be a multiple of .* ranks \(4\)"
+        ValueError, match=r"`batch_size` \(6\) must be a multiple of the number of processes \(4\)"
     ):
         train(6)
     with pytest.raises(ValueError, match=r"`devices` must be None on 4 processes"):
@@ -186,22 +186,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_ranks(workdir: Path, kill_at: int | None = None) -> list[subprocess.Popen]:
-    """Starts the two ranks of `ranks_trainer` on `workdir` (`kill_at`: rank 1
-    SIGKILLs itself when asked for that batch)."""
+def start_processes(workdir: Path, kill_at: int | None = None) -> list[subprocess.Popen]:
+    """Starts the two processes of `processes_trainer` on `workdir` (`kill_at`:
+    process 1 SIGKILLs itself when asked for that batch)."""
     workdir.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one device each
-    env.update(SCIML_PROCESSES=str(RANKS), JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{free_port()}")
-    command = [sys.executable, "-m", "tests.online.ranks_trainer", str(workdir)]
+    env.update(SCIML_PROCESSES=str(PROCESSES), JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{free_port()}")
+    command = [sys.executable, "-m", "tests.online.processes_trainer", str(workdir)]
     command += [] if kill_at is None else [str(kill_at)]
     procs = []
-    for rank in range(RANKS):
-        with open(log_path(workdir, rank), "ab") as log:
+    for index in range(PROCESSES):
+        with open(log_path(workdir, index), "ab") as log:
             procs.append(
                 subprocess.Popen(
                     command,
                     cwd=REPO,
-                    env={**env, "SCIML_PROCESS_ID": str(rank)},
+                    env={**env, "SCIML_PROCESS_ID": str(index)},
                     stdout=log,
                     stderr=subprocess.STDOUT,
                 )
@@ -209,14 +209,14 @@ def start_ranks(workdir: Path, kill_at: int | None = None) -> list[subprocess.Po
     return procs
 
 
-def log_path(workdir: Path, rank: int) -> Path:
-    return workdir.parent / f"{workdir.name}-rank{rank}.log"
+def log_path(workdir: Path, index: int) -> Path:
+    return workdir.parent / f"{workdir.name}-process{index}.log"
 
 
 def finish(procs: list[subprocess.Popen], workdir: Path) -> dict:
     try:
-        for rank, proc in enumerate(procs):
-            assert proc.wait(timeout=120) == 0, log_path(workdir, rank).read_text()
+        for index, proc in enumerate(procs):
+            assert proc.wait(timeout=120) == 0, log_path(workdir, index).read_text()
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -226,29 +226,29 @@ def finish(procs: list[subprocess.Popen], workdir: Path) -> dict:
 
 
 def finals(workdir: Path) -> list[dict]:
-    """What each rank recorded when its stream closed (see `ranks_trainer`)."""
+    """What each process recorded when its stream closed (see `processes_trainer`)."""
     return [
-        json.loads((workdir / "online" / f"rank-{r}" / "final.json").read_text())
-        for r in range(RANKS)
+        json.loads((workdir / "online" / f"process-{r}" / "final.json").read_text())
+        for r in range(PROCESSES)
     ]
 
 
 def check_exactly_once(workdir: Path) -> list[dict]:
-    """Each rank accepted each id of its own runs once; together, every planned id."""
-    ranks = finals(workdir)
-    ids = [[tuple(i) for i in f["accepted"]] for f in ranks]
-    for rank, own in enumerate(ids):
-        assert len(own) == len(set(own)), f"rank {rank} accepted an id twice"
-        assert {run % RANKS for run, _ in own} == {rank}
+    """Each process accepted each id of its own runs once; together, every planned id."""
+    processes = finals(workdir)
+    ids = [[tuple(i) for i in f["accepted"]] for f in processes]
+    for index, own in enumerate(ids):
+        assert len(own) == len(set(own)), f"process {index} accepted an id twice"
+        assert {run % PROCESSES for run, _ in own} == {index}
     assert not set(ids[0]) & set(ids[1]) and set(ids[0]) | set(ids[1]) == PLANNED
-    return ranks
+    return processes
 
 
 def running_solvers(workdir: Path) -> list[int]:
-    """The solver processes the ranks recorded that still run (same id and
-    start time)."""
+    """The solver processes the trainer processes recorded that still run
+    (same id and start time)."""
     pids = []
-    for path in (workdir / "online").glob(f"rank-*/jobs/{PROCESSES_FILE}"):
+    for path in (workdir / "online").glob(f"process-*/jobs/{PROCESSES_FILE}"):
         for line in path.read_text().splitlines():
             entry = json.loads(line)
             if start_time(entry["pid"]) == entry["start"]:
@@ -257,38 +257,39 @@ def running_solvers(workdir: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_two_ranks_account_for_every_sample_exactly_once(tmp_path):
+def test_two_processes_account_for_every_sample_exactly_once(tmp_path):
     workdir = tmp_path / "study"
-    summary = finish(start_ranks(workdir), workdir)
-    ranks = check_exactly_once(workdir)
-    # each rank ran its global runs with the parameters and seeds of one study
+    summary = finish(start_processes(workdir), workdir)
+    processes = check_exactly_once(workdir)
+    # each process ran its global runs with the parameters and seeds of one study
     params = MonteCarlo(seed=0).draw(ParameterSpace({"a": (0.0, 1.0)}), N_RUNS)
-    for rank in range(RANKS):
-        jobs = (workdir / "online" / f"rank-{rank}" / "jobs").glob("job-*.json")
+    for index in range(PROCESSES):
+        jobs = (workdir / "online" / f"process-{index}" / "jobs").glob("job-*.json")
         runs = [run for job in jobs for run in json.loads(job.read_text())["runs"]]
-        assert len(runs) == N_RUNS // RANKS
+        assert len(runs) == N_RUNS // PROCESSES
         for spec in runs:
-            g = spec["run"] * RANKS + rank
+            g = spec["run"] * PROCESSES + index
             assert spec["seed"] == run_seed(0, g) and spec["params"]["a"] == params[g, 0]
-    # the summary sums the ranks: 32 samples in 8 steps of 2 × 2
+    # the summary sums the processes: 32 samples in 8 steps of 2 × 2
     for key in ("samples_received", "samples_trained", "runs_done", "jobs_started"):
-        assert summary[key] == sum(r["summary"][key] for r in ranks), key
+        assert summary[key] == sum(r["summary"][key] for r in processes), key
     assert summary["samples_received"] == summary["samples_trained"] == len(PLANNED)
-    assert summary["steps"] == 8 and summary["ended_early"] and summary["ranks"] == RANKS
+    assert summary["steps"] == 8 and summary["ended_early"] and summary["processes"] == PROCESSES
     assert summary["duplicates_dropped"] == summary["messages_rejected"] == 0
-    by_rank = summary["wait_fraction_by_rank"]
-    assert len(by_rank) == RANKS and summary["wait_fraction"] == pytest.approx(np.mean(by_rank))
-    # metrics.jsonl (rank 0 only) logs the counters of both ranks
+    by_process = summary["wait_fraction_by_process"]
+    assert len(by_process) == PROCESSES
+    assert summary["wait_fraction"] == pytest.approx(np.mean(by_process))
+    # metrics.jsonl (process 0 only) logs the counters of both processes
     last = json.loads((workdir / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["step"] == 8 and last["received"] == last["trained"] == len(PLANNED)
     assert not running_solvers(workdir)
 
 
 @pytest.mark.slow
-def test_a_killed_rank_stops_the_job_and_a_resume_finishes_it_exactly_once(tmp_path):
+def test_a_killed_process_stops_the_job_and_a_resume_finishes_it_exactly_once(tmp_path):
     workdir = tmp_path / "study"
-    survivor, victim = start_ranks(workdir, kill_at=3)
-    closed = workdir / "online" / "rank-0" / "final.json"
+    survivor, victim = start_processes(workdir, kill_at=3)
+    closed = workdir / "online" / "process-0" / "final.json"
     try:
         assert victim.wait(timeout=120) == -signal.SIGKILL, log_path(workdir, 1).read_text()
         killed = time.monotonic()
@@ -319,11 +320,18 @@ def test_a_killed_rank_stops_the_job_and_a_resume_finishes_it_exactly_once(tmp_p
         time.sleep(0.05)
     assert not running_solvers(workdir)
     assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["2"]
-    # the resume of both ranks restores each rank's runs, buffer and accepted ids
-    summary = finish(start_ranks(workdir), workdir)
+    # the resume of both processes restores each one's runs, buffer and accepted ids
+    summary = finish(start_processes(workdir), workdir)
     assert "resuming from step 2" in log_path(workdir, 0).read_text()
     check_exactly_once(workdir)
-    # FIFO trains each sample once, across the restart too: a rank that forgot
+    # FIFO trains each sample once, across the restart too: a process that forgot
     # its accepted ids would accept (and train on) its first samples again
     assert summary["samples_received"] == summary["samples_trained"] == len(PLANNED)
     assert summary["steps"] == 8 and summary["runs_done"] == N_RUNS
+
+
+def test_a_run_written_before_the_rename_keeps_its_rank_folders(tmp_path):
+    online = tmp_path / "online"
+    (online / "rank-1").mkdir(parents=True)  # a run of before: its folder is read on resume
+    assert process_folder(online, 1) == online / "rank-1"
+    assert process_folder(online, 0) == online / "process-0"  # a new run: the new name

@@ -1,5 +1,6 @@
-"""Reaping a previous trainer's solver processes: by process id and start time,
-never by name, and never a process whose id was reused."""
+"""Reaping the processes a previous trainer (or a killed process of a run)
+left behind: by process id and start time, never by name, and never a
+process whose id was reused; anywhere under a run directory."""
 
 import json
 import os
@@ -10,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sciml.online import LocalLauncher
-from sciml.online._processes import PROCESSES_FILE, reap, record, start_time
+from sciml.distributed import PROCESSES_FILE, reap_all, reap_processes, record_process, start_time
 
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
@@ -50,7 +50,7 @@ def test_start_time_is_read_past_a_command_name_with_spaces_and_parentheses(tmp_
 def test_reap_kills_recorded_processes_only_when_id_and_start_time_match(tmp_path):
     orphan, reused, bystander = _sleeper(), _sleeper(), _sleeper()
     try:
-        record(tmp_path, 3, orphan.pid)
+        record_process(tmp_path, orphan.pid, job=3)
         entries = [
             # a process that got a recorded id after the recorded one ended
             {"job": 4, "pid": reused.pid, "start": start_time(reused.pid) - 1},
@@ -61,19 +61,19 @@ def test_reap_kills_recorded_processes_only_when_id_and_start_time_match(tmp_pat
             for entry in entries:
                 file.write(json.dumps(entry) + "\n")
             file.write('{"job": 7, "pid": 12')  # cut by a crash
-        assert reap(tmp_path) == [orphan.pid]
+        assert reap_processes(tmp_path) == [orphan.pid]
         assert _stopped(orphan)
         time.sleep(0.2)
         assert reused.poll() is None and bystander.poll() is None
         assert not (tmp_path / PROCESSES_FILE).exists()
-        assert reap(tmp_path) == []  # nothing recorded any more
+        assert reap_processes(tmp_path) == []  # nothing recorded any more
     finally:
         for proc in (orphan, reused, bystander):
             proc.kill()
             proc.wait()
 
 
-def test_local_launcher_reaps_a_stopped_orphan_and_its_children(tmp_path):
+def test_a_stopped_orphan_is_reaped_with_its_children(tmp_path):
     # a job that started a child of its own, then was stopped (SIGSTOP)
     script = "import subprocess, sys, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
     job = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
@@ -83,8 +83,8 @@ def test_local_launcher_reaps_a_stopped_orphan_and_its_children(tmp_path):
         assert len(children) == 1
         child = int(children[0])
         os.kill(job.pid, 19)  # SIGSTOP
-        record(tmp_path, 0, job.pid)
-        assert LocalLauncher().reap_orphans(tmp_path) == [job.pid]
+        record_process(tmp_path, job.pid, job=0)
+        assert reap_processes(tmp_path) == [job.pid]
         assert _stopped(job)
         deadline = time.monotonic() + 10
         while start_time(child) is not None and time.monotonic() < deadline:
@@ -97,3 +97,20 @@ def test_local_launcher_reaps_a_stopped_orphan_and_its_children(tmp_path):
     finally:
         job.kill()
         job.wait()
+
+
+def test_every_record_under_a_run_directory_is_reaped_whoever_wrote_it(tmp_path):
+    # where an online trainer process records its solver processes, and elsewhere
+    folders = [tmp_path / "run" / "online" / "process-1" / "jobs", tmp_path / "run" / "x"]
+    left = [_sleeper() for _ in folders]
+    try:
+        for folder, proc in zip(folders, left):
+            folder.mkdir(parents=True)
+            record_process(folder, proc.pid)
+        assert sorted(reap_all(tmp_path / "run")) == sorted(p.pid for p in left)
+        assert all(_stopped(p) for p in left)
+        assert reap_all(tmp_path / "run") == reap_all(tmp_path / "none") == []
+    finally:
+        for proc in left:
+            proc.kill()
+            proc.wait()

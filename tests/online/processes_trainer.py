@@ -1,12 +1,13 @@
-"""One trainer rank of a small online study on two processes, for the rank
-tests: `python -m tests.online.ranks_trainer WORKDIR [KILL_AT]`, with
-`SCIML_PROCESSES`, `SCIML_PROCESS_ID` and `JAX_COORDINATOR_ADDRESS` set.
+"""One trainer process of a small online study on two processes, for
+`test_several_processes.py`: `python -m tests.online.processes_trainer
+WORKDIR [KILL_AT]`, with `SCIML_PROCESSES`, `SCIML_PROCESS_ID` and
+`JAX_COORDINATOR_ADDRESS` set.
 
-Run again on the same `WORKDIR` (both ranks), it resumes from the latest
-checkpoint. When its stream closes, each rank writes
-`WORKDIR/online/rank-<r>/final.json`: its accepted sample ids as global
-`(run, step)` pairs and its own summary; at the end rank 0 writes
-`WORKDIR/summary.json` (every rank's, merged). With `KILL_AT`, rank 1
+Run again on the same `WORKDIR` (both processes), it resumes from the latest
+checkpoint. When its stream closes, each process writes `final.json` in its
+folder (`WORKDIR/online/process-<r>/`): its accepted sample ids as global
+`(run, step)` pairs and its own summary; at the end process 0 writes
+`WORKDIR/summary.json` (every process's, merged). With `KILL_AT`, process 1
 SIGKILLs itself when asked for batch `KILL_AT` (after the checkpoint of
 step `KILL_AT - 1` when that is a multiple of 2).
 """
@@ -22,13 +23,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from sciml.distributed import initialize_processes, is_main_process
 from sciml.online import FIFO, ParameterSpace, SampleStream, Study, train_online
-from sciml.training import TrainSettings, initialize_processes
+from sciml.training import TrainSettings
 
 
-RANKS = 2
-N_RUNS, N_STEPS = 8, 4  # 16 samples a rank: 8 steps of 2 samples a rank
-DELAY = 0.15  # seconds per solver step: each rank streams for about 3 s
+PROCESSES = 2
+N_RUNS, N_STEPS = 8, 4  # 16 samples a process: 8 steps of 2 samples a process
+DELAY = 0.15  # seconds per solver step: each process streams for about 3 s
 
 
 def loss_fn(model, batch, key):
@@ -38,8 +40,8 @@ def loss_fn(model, batch, key):
 
 
 def record_on_close(workdir: Path) -> None:
-    """Each rank writes its accepted ids (global) and its own summary when its
-    stream closes."""
+    """Each process writes its accepted ids (global) and its own summary when
+    its stream closes."""
     close = SampleStream.close
 
     def close_and_record(self):
@@ -53,12 +55,12 @@ def record_on_close(workdir: Path) -> None:
 
 
 def kill_at(n: int) -> None:
-    """Rank 1 SIGKILLs itself when asked for its `n`-th batch (0-based)."""
+    """Process 1 SIGKILLs itself when asked for its `n`-th batch (0-based)."""
     batch = SampleStream.batch
 
     def die_at_batch(self, key):
-        if self.table.rank == 1 and self.samples.counters["batches"] == n:
-            print(f"rank 1 killed at batch {n}", flush=True)
+        if self.table.process == 1 and self.samples.counters["batches"] == n:
+            print(f"process 1 killed at batch {n}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         return batch(self, key)
 
@@ -96,7 +98,7 @@ def main(workdir: Path) -> None:
             description="online",
         ),
     )
-    if jax.process_index() == 0:
+    if is_main_process():
         (workdir / "summary.json").write_text(json.dumps(result.summary))
 
 

@@ -1,14 +1,13 @@
-"""Training on several processes: JAX's multi-process runtime (`jax.distributed`).
+"""The processes that train together, and what they exchange.
 
 One trainer may run as N processes (on one machine, or one per node of a
 cluster), each driving its own devices; together they hold one mesh over
 every device, the model replicated and each global batch split by rows
 (data parallel: one all-reduce of the gradient per step, inserted by XLA).
-[`initialize_processes`][sciml.training.initialize_processes] joins the
-runtime; [`ProcessGroup`][sciml.training.ProcessGroup] is what the training
-loop needs of it: the mesh, moving arrays between a process's own copy and
-the global array, and the few host-side exchanges (a flag, JSON data, bytes)
-that keep the processes in step.
+[`ProcessGroup`][sciml.distributed.ProcessGroup] is what a training loop
+needs of the runtime: the mesh, moving arrays between a process's own copy
+and the global array, and the few host-side exchanges (a flag, JSON data,
+bytes) that keep the processes in step.
 
 Every method marked *collective* must be called by every process, in the
 same order; a process that dies makes the others' next collective raise.
@@ -18,106 +17,44 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-
-ENV_PROCESSES = "SCIML_PROCESSES"  # the number of processes (set by `--processes N`)
-ENV_PROCESS_ID = "SCIML_PROCESS_ID"  # this process's index
-ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"  # JAX's own: "host:port" of process 0
-
-# At exit each process waits for the others (JAX's shutdown barrier); process 0
-# may work on alone for long after training (evaluation, plots), so the wait
-# is long. A dead process is still noticed in JAX's heartbeat time (100 s).
-_SHUTDOWN_SECONDS = 24 * 3600
+from ._runtime import is_main_process
 
 
-def _env_int(name: str) -> int:
-    value = os.environ[name]
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(
-            f"the environment variable {name} must be an integer, got {value!r}."
-        ) from None
+def equal_share(total: int, parts: int, what: str, *, among: str = "processes") -> int:
+    """The size of each of `parts` equal shares of `total` (a batch split over
+    processes or devices): the one check that it splits evenly.
 
-
-def initialize_processes(
-    coordinator_address: str | None = None,
-    num_processes: int | None = None,
-    process_id: int | None = None,
-) -> int:
-    """Joins JAX's multi-process runtime when asked to; call it before any JAX
-    computation.
-
-    Asked by, in this order: the arguments (all three); the environment that
-    `python -m experiments.run --processes N` gives each process
-    (`SCIML_PROCESSES`, `SCIML_PROCESS_ID` and JAX's `JAX_COORDINATOR_ADDRESS`);
-    an `srun` job step of more than one task (`SLURM_STEP_NUM_TASKS` > 1; JAX
-    reads the coordinator, the process count and index from Slurm). Otherwise,
-    or for one process, it does nothing. Calling it again does nothing.
-
-    **Returns:** the number of processes.
+    **Raises:** `ValueError` naming `what`, the number of `among` and the fix.
     """
-    if jax.distributed.is_initialized():
-        return jax.process_count()
-    given = (coordinator_address, num_processes, process_id)
-    if any(x is not None for x in given) and any(x is None for x in given):
+    if total % parts:
         raise ValueError(
-            "give all of `coordinator_address`, `num_processes` and `process_id`, or none "
-            f"(to read them from the environment); got {given}."
+            f"{what} ({total}) must be a multiple of the number of {among} ({parts}): each "
+            f"takes an equal share; use a multiple of {parts}."
         )
-    if num_processes is None and ENV_PROCESSES in os.environ:
-        num_processes = _env_int(ENV_PROCESSES)
-        process_id = _env_int(ENV_PROCESS_ID) if ENV_PROCESS_ID in os.environ else None
-        coordinator_address = os.environ.get(ENV_COORDINATOR)
-        missing = [
-            name
-            for name, value in (
-                (ENV_PROCESS_ID, process_id),
-                (ENV_COORDINATOR, coordinator_address),
-            )
-            if value is None
-        ]
-        if missing and num_processes > 1:
-            raise ValueError(
-                f"{ENV_PROCESSES}={num_processes} is set, but {' and '.join(missing)} "
-                "is not: each process needs its index and the coordinator's host:port."
-            )
-    if num_processes is not None:
-        if num_processes < 1 or not 0 <= process_id < num_processes:
-            raise ValueError(
-                f"the process index must be in [0, {num_processes}) for {num_processes} "
-                f"processes, got {process_id}."
-            )
-        if num_processes > 1:
-            jax.distributed.initialize(
-                coordinator_address,
-                num_processes,
-                process_id,
-                shutdown_timeout_seconds=_SHUTDOWN_SECONDS,
-            )
-        return jax.process_count()
-    if int(os.environ.get("SLURM_STEP_NUM_TASKS", "1")) > 1:
-        jax.distributed.initialize(
-            cluster_detection_method="slurm", shutdown_timeout_seconds=_SHUTDOWN_SECONDS
-        )
-    return jax.process_count()
+    return total // parts
 
 
 @functools.cache
 def _mesh(devices: tuple) -> Mesh:
     return Mesh(np.array(devices), ("data",))
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, jax.Array | np.ndarray | np.generic)
 
 
 def _is_key(x: Any) -> bool:
@@ -130,16 +67,36 @@ class ProcessGroup:
 
     With one process (`single`) every method is the identity or trivial, so
     a loop written for a group costs nothing when it runs alone. Process 0 is
-    the `main` one: it writes files, shows progress and evaluates.
+    the `main` one (see [`is_main_process`][sciml.distributed.is_main_process]):
+    it writes files, shows progress and evaluates.
     """
 
     count: int
     index: int
 
+    def __post_init__(self):
+        if not _is_int(self.count) or self.count < 1:
+            raise ValueError(f"`count` must be a positive integer, got {self.count!r}.")
+        if not _is_int(self.index) or not 0 <= self.index < self.count:
+            raise ValueError(
+                f"`index` must be an integer in [0, {self.count}) for a group of "
+                f"{self.count} process(es), got {self.index!r}."
+            )
+
+    def _check_runtime(self) -> None:
+        """A collective needs every process of the JAX runtime: a hand-made
+        group of another size would wait for processes that do not exist."""
+        if self.count != jax.process_count():
+            raise ValueError(
+                f"ProcessGroup(count={self.count}, index={self.index}) does not match "
+                f"JAX's runtime of {jax.process_count()} process(es): use "
+                "`ProcessGroup.current()` (after `initialize_processes`) for collectives."
+            )
+
     @classmethod
     def current(cls) -> ProcessGroup:
         """The group of this JAX runtime (one process unless
-        [`initialize_processes`][sciml.training.initialize_processes] joined several)."""
+        [`initialize_processes`][sciml.distributed.initialize_processes] joined several)."""
         return cls(jax.process_count(), jax.process_index())
 
     @property
@@ -148,7 +105,7 @@ class ProcessGroup:
 
     @property
     def main(self) -> bool:
-        return self.index == 0
+        return is_main_process(self.index)
 
     @property
     def mesh(self) -> Mesh:
@@ -160,6 +117,7 @@ class ProcessGroup:
         replicated on every device."""
         if self.single:
             return tree
+        self._check_runtime()
         sharding = NamedSharding(self.mesh, PartitionSpec())
 
         def put(x):
@@ -167,7 +125,7 @@ class ProcessGroup:
                 return jax.random.wrap_key_data(put(jax.random.key_data(x)))
             return jax.make_array_from_process_local_data(sharding, np.asarray(x), np.shape(x))
 
-        return jax.tree.map(lambda x: put(x) if eqx.is_array(x) else x, tree)
+        return jax.tree.map(lambda x: put(x) if _is_array(x) else x, tree)
 
     def local(self, tree: Any) -> Any:
         """Each replicated global array of `tree` as this process's own copy
@@ -187,18 +145,15 @@ class ProcessGroup:
         `"data"` axis by rows (process `i`'s rows are block `i`)."""
         if self.single:
             return batch
+        self._check_runtime()
         sharding = NamedSharding(self.mesh, PartitionSpec("data"))
         devices = self.mesh.devices.size
 
         def put(x):
             x = np.asarray(x)
             rows = x.shape[0] * self.count
-            if rows % devices:
-                raise ValueError(
-                    f"a global batch of {rows} rows ({x.shape[0]} on each of {self.count} "
-                    f"processes) cannot be split over {devices} devices; use a batch size "
-                    f"that is a multiple of {devices}."
-                )
+            what = f"a global batch of {rows} rows ({x.shape[0]} on each process)"
+            equal_share(rows, devices, what, among="devices")
             return jax.make_array_from_process_local_data(sharding, x, (rows, *x.shape[1:]))
 
         return jax.tree.map(put, batch)
@@ -210,13 +165,7 @@ class ProcessGroup:
             return batch
 
         def take(x):
-            n = np.shape(x)[0]
-            if n % self.count:
-                raise ValueError(
-                    f"a batch of {n} rows cannot be split over {self.count} processes; "
-                    f"use a batch size that is a multiple of {self.count}."
-                )
-            size = n // self.count
+            size = equal_share(np.shape(x)[0], self.count, "a batch's rows")
             return x[self.index * size : (self.index + 1) * size]
 
         return jax.tree.map(take, batch)
@@ -225,6 +174,7 @@ class ProcessGroup:
         """Each flag OR-ed over the processes (*collective*)."""
         if self.single:
             return tuple(bool(f) for f in flags)
+        self._check_runtime()
         gathered = multihost_utils.process_allgather(np.array(flags, np.int32))
         return tuple(bool(f) for f in np.asarray(gathered).reshape(self.count, -1).any(axis=0))
 
@@ -232,6 +182,7 @@ class ProcessGroup:
         """`data` of every process, in process order (*collective*)."""
         if self.single:
             return [data]
+        self._check_runtime()
         sizes = np.asarray(multihost_utils.process_allgather(np.array([len(data)], np.int64)))
         sizes = sizes.reshape(self.count)
         padded = np.zeros(int(sizes.max()) or 1, np.uint8)
@@ -276,20 +227,5 @@ class ProcessGroup:
     def barrier(self, name: str = "sciml") -> None:
         """Waits until every process is here (*collective*)."""
         if not self.single:
+            self._check_runtime()
             multihost_utils.sync_global_devices(name)
-
-
-def pack_arrays(arrays: dict[str, np.ndarray], data: Any) -> bytes:
-    """`arrays` and JSON `data` as one `.npz` blob (no pickles)."""
-    out = io.BytesIO()
-    payload = np.frombuffer(json.dumps(data).encode(), np.uint8)
-    np.savez(out, **{f"a_{k}": np.asarray(v) for k, v in arrays.items()}, data=payload)
-    return out.getvalue()
-
-
-def unpack_arrays(blob: bytes) -> tuple[dict[str, np.ndarray], Any]:
-    """The `(arrays, data)` of a `pack_arrays` blob."""
-    with np.load(io.BytesIO(blob), allow_pickle=False) as f:
-        arrays = {k[2:]: f[k] for k in f.files if k.startswith("a_")}
-        data = json.loads(f["data"].tobytes())
-    return arrays, data
