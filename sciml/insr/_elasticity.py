@@ -40,6 +40,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._checks import check_pair, check_positive_int, check_real
+from .._deprecated import refuse_renamed_scene
 from ._constraints import AbstractConstraint, Clamp, ExactBoundaryField, Pin, Roller, is_homogeneous
 from ._hyperelastic import energy_density
 from ._lifting import LiftedField, with_load
@@ -47,8 +48,6 @@ from ._problem import AbstractElasticProblem, AbstractGridProblem, Field
 
 
 SCENES = ("free_fall", "roller_stretch", "clamped_stretch", "column", "floor")
-# scene names that were renamed: old name -> new name
-RENAMED_SCENES = {"stretch": "roller_stretch"}
 
 
 class Elasticity2D(AbstractElasticProblem, AbstractGridProblem):
@@ -150,11 +149,7 @@ class Elasticity2D(AbstractElasticProblem, AbstractGridProblem):
         docstring) by `name` in `SCENES`; `overrides` replace any constructor
         argument. The two stretches are meant for
         `IncrementalPotential(quasi_static=True)` with a `ramp_time`."""
-        if name in RENAMED_SCENES:
-            raise ValueError(
-                f"scene {name!r} was renamed {RENAMED_SCENES[name]!r} (rollers, a homogeneous "
-                "answer: a solver check); the paper's clamped stretch is 'clamped_stretch'."
-            )
+        refuse_renamed_scene(name)
         if name not in SCENES:
             raise ValueError(f"`name` must be one of {SCENES}, got {name!r}.")
         settings: dict[str, Any] = {
