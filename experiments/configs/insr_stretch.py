@@ -20,7 +20,7 @@ continues a stopped run, and the mesh solutions it finished are read back.
 
 import ml_collections
 
-from experiments.configs._insr import add_adam_and_initial, insr_config
+from experiments.configs._insr import insr_config
 from sciml.experiment import defaults
 
 
@@ -78,11 +78,11 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config.solver.rounds = 1  # point sets per solve, each drawn fresh
     config.solver.n_heldout = 10000  # held-out points of the overfitting check
     config.solver.grad_rtol = 1e-5  # converged when |J^T r| <= grad_rtol |J^T r_0|
-    config.solver.overfit_rtol = 0.0  # unused
     config.solver.matrix_free = False  # CG on J^T J through JVP / VJP instead of Cholesky
     config.solver.cg_rtol = 1e-8  # matrix_free only
     config.solver.cg_max_steps = 200  # matrix_free only
-    add_adam_and_initial(config, initial_steps=10)
+    config.initial = ml_collections.ConfigDict()
+    config.initial.max_steps = 10  # the fit of the field at rest (load 0)
     config.train.checkpoint_every = 1  # a checkpoint after every load step
 
     config.reference = ml_collections.ConfigDict()
