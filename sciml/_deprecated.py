@@ -14,6 +14,7 @@ that a release can drop what it promised to drop by reading one file.
 | a task module's `DATA_PARALLEL`, `HEADLINE`, `validate_config` without a `TASK`: `refuse_old_task_protocol` | 0.1.0 | 0.2.0 |
 | a task's renamed config keys (`study.solver` -> `study.simulation`, declared by the online tasks): `refuse_renamed_keys` | 0.1.0 | 0.2.0 |
 | `online/rank-<r>/` folders of runs written before "process" was the word: `rank_folder` | 0.1.0 | 0.2.0 |
+| `Elasticity2D.scene("stretch")` (now `"roller_stretch"`; the paper's is `"clamped_stretch"`): `refuse_renamed_scene` | 0.1.0 | 0.2.0 |
 
 Imports the standard library only.
 """
@@ -155,3 +156,17 @@ def rank_folder(online: Path, index: int) -> Path | None:
     process was called a process (it resumes there), or None."""
     old = Path(online) / f"rank-{index}"
     return old if old.is_dir() else None
+
+
+#: Scenes of `sciml.insr.Elasticity2D.scene` that were renamed: old -> new.
+RENAMED_SCENES = {"stretch": "roller_stretch"}
+
+
+def refuse_renamed_scene(name: str) -> None:
+    """Raises `ValueError` naming the new name of a renamed elasticity scene."""
+    if name in RENAMED_SCENES:
+        raise ValueError(
+            f"scene {name!r} was renamed {RENAMED_SCENES[name]!r} (rollers, a homogeneous "
+            "answer: a solver check); the paper's clamped stretch is 'clamped_stretch' "
+            f"(this message goes in {REMOVED_IN})."
+        )

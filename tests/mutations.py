@@ -492,6 +492,29 @@ BREAKS = [
         ("tests/online/test_study.py",),
         "2 against 3; exact",
     ),
+    # the sparse Newton of the clamped-stretch reference with half its Hessian
+    Break(
+        "fem-newton-half-hessian",
+        "solvers/hyperelastic_fem.py",
+        "self.hessian = jax.jit(lambda u: hessian(u[dofs], grads))",
+        "self.hessian = jax.jit(lambda u: 0.5 * hessian(u[dofs], grads))",
+        (
+            "tests/solvers/test_hyperelastic_fem.py"
+            "::test_newton_converges_quadratically_on_the_clamped_stretch",
+        ),
+        "not converged in 50 iterations (orders of the last steps 1.00, needs ≥ 1.7)",
+    ),
+    # a lifted field that ignores the load ramp: the clamp is met at full load only
+    Break(
+        "insr-lift-ignores-load",
+        "sciml/insr/_lifting.py",
+        "return load * self.lift(x) + self.factor(x) * self.network(x)",
+        "return self.lift(x) + self.factor(x) * self.network(x)",
+        (
+            "tests/insr/test_constraints.py::test_lifted_field_meets_the_clamped_stretch_to_round_off",
+        ),
+        "the right face at u_x = 2 at load 0.25, expected 0.5 to 1e-15",
+    ),
 ]
 
 

@@ -1,11 +1,12 @@
 """INSR on 2-D hyperelastic elastodynamics (Chen et al., ICML 2023).
 
 `python -m experiments.run --config experiments/configs/insr_elasticity.py`
-runs the paper's quasi-static stretch (rollers on x = ±1, right face moved +2,
-a = 1, b = 1e3, in four load steps) with a SIREN 3×68 displacement field
+runs the roller stretch (rollers on x = ±1, right face moved +2, a = 1,
+b = 1e3, in four load steps; a homogeneous answer, a solver check: the paper's
+clamped stretch is `insr_stretch.py`) with a SIREN 3×68 displacement field
 (14,418 weights, the paper's 2-D size) and the Gauss–Newton /
 Levenberg–Marquardt per-step solver in float64; `--config.problem.scene=` picks
-`free_fall`, `stretch`, `column` or `floor` (`sciml.insr.Elasticity2D.scene`),
+`free_fall`, `roller_stretch`, `column` or `floor` (`sciml.insr.Elasticity2D.scene`),
 `--config.solver.name=adam` the paper's Adam loop (hours). `problem.dt` and
 `problem.t1` at 0 take the scene's defaults (`SCENE_TIMES` in the task). The
 full-size least-squares solves factor a 14,418² normal matrix per iteration:
@@ -74,7 +75,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
     config = insr_config("insr_elasticity", width=68, hidden_layers=3)
 
     config.problem = ml_collections.ConfigDict()
-    config.problem.scene = "stretch"  # or "free_fall", "column", "floor"
+    config.problem.scene = "roller_stretch"  # or "free_fall", "column", "floor"
     config.problem.dt = 0.0  # 0: the scene's default
     config.problem.t1 = 0.0  # 0: the scene's default
     config.problem.exact_boundary = False  # True: distance-function factors, no penalty

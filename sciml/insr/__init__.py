@@ -63,6 +63,7 @@ from ._integrators import (
     StepObjective as StepObjective,
 )
 from ._least_squares import LeastSquaresSolver as LeastSquaresSolver
+from ._lifting import LiftedField as LiftedField, boundary_lift as boundary_lift
 from ._objective import (
     AbstractObjective as AbstractObjective,
     InitialObjective as InitialObjective,

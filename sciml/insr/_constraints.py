@@ -145,29 +145,58 @@ class Pin(AbstractConstraint):
         return u - scale * jnp.asarray(self.displacement, u.dtype)
 
 
-def _component_factor(constraint: AbstractConstraint, lower: tuple, upper: tuple, x: Any) -> Any:
-    """`(2,)` factors of one constraint at `x`: zero on its face (or pin) for
-    each displacement component it fixes, one for the components it leaves free."""
+def fixes(constraint: AbstractConstraint) -> tuple[bool, bool]:
+    """Which displacement components `constraint` fixes (a roller: its
+    face's normal one; a clamp or pin: both)."""
+    if isinstance(constraint, Roller):
+        axis = 0 if constraint.face in ("left", "right") else 1
+        return (axis == 0, axis == 1)
+    return (True, True)
+
+
+def component_distances(
+    constraint: AbstractConstraint, lower: tuple, upper: tuple, x: Float[Array, " 2"]
+) -> Float[Array, " 2"]:
+    """`(2,)` distances of `x` to one constraint, per displacement component:
+    for each component it fixes, the distance to its face divided by the
+    body's length along that axis (signed) or the squared scaled distance to
+    its pin, zero where the constraint applies; one for the components it
+    leaves free."""
     scale = jnp.asarray([u - lo for lo, u in zip(lower, upper)], x.dtype)
     if isinstance(constraint, Pin):
         distance = jnp.sum(((x - jnp.asarray(constraint.point, x.dtype)) / scale) ** 2)
-        return jnp.stack([distance, distance])
-    axis, value = face_axis_value(constraint.face, lower, upper)
-    distance = (x[axis] - value) / scale[axis]
-    if isinstance(constraint, Clamp):
-        return jnp.stack([distance, distance])
-    return jnp.where(jnp.arange(2) == axis, distance, 1.0)
+    else:
+        axis, value = face_axis_value(constraint.face, lower, upper)
+        distance = (x[axis] - value) / scale[axis]
+    return jnp.where(jnp.asarray(fixes(constraint)), distance, 1.0)
+
+
+def boundary_factor(
+    constraints: tuple, lower: tuple, upper: tuple, x: Float[Array, " 2"]
+) -> Float[Array, " 2"]:
+    """`φ(x)` `(2,)`: per component, the product of `component_distances` over
+    the constraints, zero on every face (or pin) fixing that component."""
+    out = jnp.ones((2,), x.dtype)
+    for c in constraints:
+        out = out * component_distances(c, lower, upper, x)
+    return out
+
+
+def is_homogeneous(constraints: tuple) -> bool:
+    """Whether every constraint prescribes zero displacement."""
+    return all(not any(jnp.atleast_1d(jnp.asarray(c.displacement)) != 0) for c in constraints)
 
 
 def check_homogeneous(constraints: tuple) -> None:
     """Raises `ValueError` unless every constraint prescribes zero displacement
-    (what distance-function factors impose exactly)."""
+    (what distance-function factors alone impose exactly)."""
     for c in constraints:
-        if any(jnp.atleast_1d(jnp.asarray(c.displacement)) != 0):
+        if not is_homogeneous((c,)):
             raise ValueError(
-                "exact boundary conditions impose zero displacements only; "
+                "ExactBoundaryField imposes zero displacements only; "
                 f"{type(c).__name__} prescribes displacement={c.displacement!r}. "
-                "Use the penalty form (exact_boundary=False) for prescribed displacements."
+                "Use LiftedField (Elasticity2D(exact_boundary=True).constrain does) for "
+                "prescribed displacements."
             )
 
 
@@ -193,10 +222,7 @@ class ExactBoundaryField(eqx.Module):
 
     def factor(self, x: Float[Array, " 2"]) -> Float[Array, " 2"]:
         """`φ(x)`, `(2,)`."""
-        out = jnp.ones((2,), x.dtype)
-        for c in self.constraints:
-            out = out * _component_factor(c, self.lower, self.upper, x)
-        return out
+        return boundary_factor(self.constraints, self.lower, self.upper, x)
 
     def __call__(self, x: Float[Array, " 2"]) -> Float[Array, " 2"]:
         return self.factor(x) * self.network(x)

@@ -13,14 +13,18 @@ conditions ([`Clamp`][sciml.insr.Clamp], [`Roller`][sciml.insr.Roller],
 [`Pin`][sciml.insr.Pin]) are soft penalties of weight `boundary_weight`; an
 optional floor `y = floor` pushes back with the penalty `k_c d²/2` of a
 sample `d` below it. Uniform interior points are drawn fresh by the step
-solvers, boundary points on the constrained faces.
+solvers, boundary points on the constrained faces. With `exact_boundary` the
+constraints hold exactly instead, for any weights: zero displacements by a
+distance factor ([`ExactBoundaryField`][sciml.insr.ExactBoundaryField]),
+prescribed ones by a lifting ([`LiftedField`][sciml.insr.LiftedField]).
 
 Scenes ([`Elasticity2D.scene`][sciml.insr.Elasticity2D.scene]):
 
 | name | set-up | analytic answer |
 | --- | --- | --- |
 | `"free_fall"` | no constraints, force `f` every step | translation `dₙ = (f/2k)Δt² n(n+1)/2` |
-| `"stretch"` | rollers on `x = ±1`, right face moved `+2`, pin at `(−1, 0)`; quasi-static | `λ₂ = (a + bλ₁)/(a + bλ₁²)` |
+| `"roller_stretch"` | rollers on `x = ±1`, right face moved `+2`, pin at `(−1, 0)`; quasi-static; a solver check, not a comparison (P1 holds its answer exactly) | homogeneous: `λ₂ = (a + bλ₁)/(a + bλ₁²)` |
+| `"clamped_stretch"` | the paper's `elasticity2Dstretch`: the square `[−1, 1]²`, both `x = ±1` faces clamped in both components, the right one moved `(2, 0)`, `a = 1`, `b = 10³`; quasi-static with a load ramp | none (stress singularities at the four clamped corners): a converged mesh (`solvers.hyperelastic_fem`) |
 | `"column"` | rollers left / top / bottom (uniaxial strain), released from its first fixed–free mode | `ω₁ = πc/(2L)`, `c = √((a+b)/k)`; energy × `1/(1 + ω₁²Δt²)` per step |
 | `"floor"` | a square falling under gravity onto the floor | comes to rest above `y = floor − O(√(weight/k_c))` |
 """
@@ -36,12 +40,14 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._checks import check_pair, check_positive_int, check_real
-from ._constraints import AbstractConstraint, ExactBoundaryField, Pin, Roller, check_homogeneous
+from .._deprecated import refuse_renamed_scene
+from ._constraints import AbstractConstraint, Clamp, ExactBoundaryField, Pin, Roller, is_homogeneous
 from ._hyperelastic import energy_density
+from ._lifting import LiftedField, with_load
 from ._problem import AbstractElasticProblem, AbstractGridProblem, Field
 
 
-SCENES = ("free_fall", "stretch", "column", "floor")
+SCENES = ("free_fall", "roller_stretch", "clamped_stretch", "column", "floor")
 
 
 class Elasticity2D(AbstractElasticProblem, AbstractGridProblem):
@@ -61,10 +67,10 @@ class Elasticity2D(AbstractElasticProblem, AbstractGridProblem):
     - `floor`: `y` of a floor plane (`None`: none); `contact_stiffness`: `k_c > 0`.
     - `ramp_time`: prescribed displacements grow linearly to their value at
       this time (`0`, the default: applied in full from the first step).
-    - `exact_boundary`: impose the constraints exactly through a distance
-      factor (wrap the network with [`constrain`][sciml.insr.Elasticity2D.constrain];
-      no boundary points, no penalty; zero displacements only). Default False:
-      the paper's penalty.
+    - `exact_boundary`: impose the constraints exactly (wrap the network with
+      [`constrain`][sciml.insr.Elasticity2D.constrain]: a distance factor, plus
+      a lifting for prescribed displacements; no boundary points, no
+      penalty). Default False: the paper's penalty.
     - `initial_amplitude`: initial displacement `A sin(π(X₀ − lower₀)/(2L₀)) e_x`,
       the first fixed–free mode along `x` (`L₀ = upper₀ − lower₀`; default 0,
       the body at rest in its reference shape). Initial velocity is zero.
@@ -134,8 +140,6 @@ class Elasticity2D(AbstractElasticProblem, AbstractGridProblem):
         self.initial_amplitude = check_real("initial_amplitude", initial_amplitude)
         if not isinstance(exact_boundary, bool):
             raise ValueError(f"`exact_boundary` must be True or False, got {exact_boundary!r}.")
-        if exact_boundary:
-            check_homogeneous(constraints)
         self.exact_boundary = exact_boundary
         self.in_size, self.out_size = 2, 2
 
@@ -143,17 +147,25 @@ class Elasticity2D(AbstractElasticProblem, AbstractGridProblem):
     def scene(cls, name: str, **overrides: Any) -> Elasticity2D:
         """One of the paper's / verification scenes (table in the module
         docstring) by `name` in `SCENES`; `overrides` replace any constructor
-        argument. `"stretch"` is meant for `IncrementalPotential(quasi_static=True)`."""
+        argument. The two stretches are meant for
+        `IncrementalPotential(quasi_static=True)` with a `ramp_time`."""
+        refuse_renamed_scene(name)
         if name not in SCENES:
             raise ValueError(f"`name` must be one of {SCENES}, got {name!r}.")
         settings: dict[str, Any] = {
             "free_fall": dict(lower=(-1.0, -0.5), upper=(1.0, 0.5), force=(0.0, -1.0)),
-            "stretch": dict(
+            "roller_stretch": dict(
                 lower=(-1.0, -0.5),
                 upper=(1.0, 0.5),
                 a=1.0,
                 b=1e3,
                 constraints=(Roller("left"), Roller("right", 2.0), Pin((-1.0, 0.0))),
+                boundary_weight=1e4,
+            ),
+            "clamped_stretch": dict(
+                a=1.0,
+                b=1e3,
+                constraints=(Clamp("left"), Clamp("right", (2.0, 0.0))),
                 boundary_weight=1e4,
             ),
             "column": dict(
@@ -236,12 +248,23 @@ class Elasticity2D(AbstractElasticProblem, AbstractGridProblem):
         return jnp.stack(jnp.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2)
 
     def constrain(self, network: Any) -> Any:
-        """`network` wrapped so that it meets the constraints exactly
-        ([`ExactBoundaryField`][sciml.insr.ExactBoundaryField]) when
-        `exact_boundary`, else `network` itself."""
+        """`network` wrapped so that it meets the constraints exactly when
+        `exact_boundary`, else `network` itself: an
+        [`ExactBoundaryField`][sciml.insr.ExactBoundaryField] for zero
+        displacements, else a [`LiftedField`][sciml.insr.LiftedField] at the
+        load scale of `t = 0`."""
         if not self.exact_boundary:
             return network
-        return ExactBoundaryField(network, self.constraints, self.lower, self.upper)
+        if is_homogeneous(self.constraints):
+            return ExactBoundaryField(network, self.constraints, self.lower, self.upper)
+        dtype = jax.tree_util.tree_leaves(eqx.filter(network, eqx.is_inexact_array))[0].dtype
+        load = jnp.asarray(self.load_scale(0.0), dtype)
+        return LiftedField(network, load, self.constraints, self.lower, self.upper)
+
+    def prescribe(self, field: Any, t: Any) -> Any:
+        """`field` with its prescribed displacements at time `t`: a
+        `LiftedField`'s load set to `s(t)`; any other field as it is."""
+        return with_load(field, self.load_scale(t))
 
     def sample_boundary(self, key: PRNGKeyArray, n: int, dtype: Any) -> Float[Array, "m 2"]:
         """`⌈n/c⌉` points for each of the `c` constraints (on its face or at its

@@ -92,5 +92,6 @@ class IncrementalPotential(AbstractResidualIntegrator):
         before, taken = state
         previous = (field, before, problem.force_scale(taken))
         objective = StepObjective(integrator=self, problem=problem, previous=previous, t=t, dt=dt)
-        sol = self.solver.solve(objective, field, key=key)
+        # the warm start meets the boundary displacements of the new time
+        sol = self.solver.solve(objective, problem.prescribe(field, t + dt), key=key)
         return sol, (field, taken + 1)

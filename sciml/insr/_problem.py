@@ -151,6 +151,11 @@ class AbstractElasticProblem(AbstractProblem):
     def force_scale(self, steps_taken: Any) -> Array:
         """The factor of the external force after `steps_taken` steps."""
 
+    @abc.abstractmethod
+    def prescribe(self, field: Any, t: Any) -> Any:
+        """`field` meeting the prescribed boundary displacements of time `t`
+        (a field that imposes them exactly carries their load scale)."""
+
 
 class AbstractGridProblem(AbstractProblem):
     """A problem with a fixed quadrature grid, which

@@ -67,7 +67,9 @@ def test_a_train_block_without_settings_holds_the_train_settings_defaults():
     assert train_settings(config) == TrainSettings(steps=7)
 
 
-@pytest.mark.parametrize("name", ["insr_advection1d", "insr_elasticity", "insr_taylor_green"])
+@pytest.mark.parametrize(
+    "name", ["insr_advection1d", "insr_elasticity", "insr_stretch", "insr_taylor_green"]
+)
 def test_insr_configs_carry_no_optimizer_or_batch(name):
     config = importlib.import_module(f"experiments.configs.{name}").get_config()
     assert "optimizer" not in config and "batch_size" not in config.train

@@ -271,6 +271,8 @@ def test_elasticity_bad_parameters(kwargs, name):
 def test_elasticity_bad_scene_face_and_field():
     with pytest.raises(ValueError, match="`name` must be one of"):
         insr.Elasticity2D.scene("bounce")
+    with pytest.raises(ValueError, match="'stretch' was renamed 'roller_stretch'"):
+        insr.Elasticity2D.scene("stretch")
     with pytest.raises(ValueError, match="`face` must be one of"):
         insr.Roller("front")
     problem = insr.Elasticity2D.scene("free_fall")

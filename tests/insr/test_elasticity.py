@@ -1,7 +1,7 @@
 """2-D elastodynamics (IncrementalPotential on Elasticity2D) against closed forms.
 
 The fields are chosen so that the representation contains the exact answer:
-an affine displacement `u = A X + c` (free fall, stretch, floor) or one sine
+an affine displacement `u = A X + c` (free fall, roller stretch, floor) or one sine
 mode along `x` (the released column); the per-step problems are solved by
 Levenberg–Marquardt in float64. The closed forms are derived here from the
 energy `ψ = a Σ(σ − 1)² + b (det F − 1)²`, kinetic energy `k‖q̇‖²` per sample
@@ -97,7 +97,7 @@ def test_quasi_static_stretch_lateral_stretch():
     F = diag(λ₁, λ₂), ∂ψ/∂λ₂ = 2a(λ₂ − 1) + 2bλ₁(λ₁λ₂ − 1) = 0 gives
     λ₂ = (a + bλ₁)/(a + bλ₁²); a = 1, b = 1e3, λ₁ = 2: 2001/4001."""
     a, b = 1.0, 1e3
-    problem = insr.Elasticity2D.scene("stretch", a=a, b=b, boundary_weight=1e6)
+    problem = insr.Elasticity2D.scene("roller_stretch", a=a, b=b, boundary_weight=1e6)
     sol = run(
         affine_field(),
         insr.IncrementalPotential(lm(), quasi_static=True),
@@ -204,6 +204,6 @@ def test_scene_boundary_points_meet_only_their_constraint(name):
         own = block[:, offsets[j] : offsets[j + 1]]
         assert np.all(np.abs(own).max(axis=1) > 0)  # checked where it applies
         if isinstance(constraint, insr.Pin):
-            continue  # a pin may lie on a constrained face (the stretch's (−1, 0))
+            continue  # a pin may lie on a constrained face (the roller stretch's (−1, 0))
         others = np.delete(block, np.s_[offsets[j] : offsets[j + 1]], axis=1)
         assert np.all(others == 0)  # no other constraint claims points inside a face

@@ -189,3 +189,35 @@ def plot_energy(
     ax.set_title(title)
     ax.legend(fontsize=7)
     return ax
+
+
+def plot_error_vs_memory(
+    rows: dict[str, list[dict]],
+    *,
+    reference_error: float | None = None,
+    title: str = "",
+    ax: Any = None,
+) -> Any:
+    """Relative L2 error against memory, log-log: one marker (a single row) or
+    curve per label of `rows` (`{label: [{"bytes", "error", ...}, ...]}`), and
+    the reference's own refinement error as a horizontal line.
+
+    **Returns:** the axis.
+    """
+    ax = _axes(ax, figsize=(6.5, 4.5))
+    for (label, entries), marker in zip(rows.items(), itertools.cycle("*os^")):
+        entries = sorted(entries, key=lambda r: r["bytes"])
+        memory = [r["bytes"] / 1024 for r in entries]
+        errors = [r["error"] for r in entries]
+        size = 14 if len(entries) == 1 else 6
+        ax.loglog(memory, errors, marker=marker, ms=size, label=label)
+    if reference_error is not None:
+        ax.axhline(
+            reference_error, color="k", ls=":", lw=1, label="reference's own refinement error"
+        )
+    ax.set_xlabel("memory of the weights or nodal values (KiB, float32)")
+    ax.set_ylabel("relative L2 error of the displacement")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
