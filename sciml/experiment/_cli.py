@@ -51,6 +51,10 @@ from ._verdict import verdict
 
 
 FLAG = "--processes"
+#: The command the user typed (`sciml-run`, `python -m experiments.run`),
+#: given to the processes `--processes N` starts, which repeat it in the
+#: resume line.
+ENV_PROG = "SCIML_RUN_PROG"
 
 
 def split_processes(argv: list[str]) -> tuple[int, list[str]]:
@@ -242,9 +246,9 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if processes > 1:
-        command = [sys.executable, "-m", "sciml.experiment", *child_arguments(argv, workdir)]
-        return run_processes(command, processes, workdir)
+    if processes > 1:  # each process repeats the command typed in its resume line
+        command = [sys.executable, "-m", "sciml._launch", *child_arguments(argv, workdir)]
+        return run_processes(command, processes, workdir, env={ENV_PROG: prog})
     initialize_processes()
     group = ProcessGroup.current()
     try:
@@ -265,7 +269,7 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     if os.environ.get(ENV_PROCESSES):
         hint += f" {FLAG} {group.count}"
     tell = _teller(group.main)
-    tell(f"run directory: {workdir}")
+    tell(f"run directory: {workdir}" + ("" if group.single else f" ({group.count} processes)"))
     source = source_of(config)
     if source is not None and source.variant == "tiny":
         tell(
@@ -277,7 +281,13 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     try:
         summary = run_task(config, task, workdir)
     except KeyboardInterrupt:
-        tell(f"interrupted; finished steps are checkpointed. Resume with:\n  {hint}")
+        if has_checkpoint(workdir):
+            tell(f"interrupted; finished steps are checkpointed. Resume with:\n  {hint}")
+        else:
+            tell(
+                "interrupted before the first checkpoint: nothing was trained yet; "
+                "run the same command again."
+            )
         return 130
     except NonFiniteLossError as error:
         tell(f"error: {error}")
@@ -293,6 +303,12 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
         seconds = time.perf_counter() - started
         print(verdict(summary, task.headline, seconds, workdir), flush=True)
     return 0
+
+
+def has_checkpoint(workdir: Path) -> bool:
+    """Whether the run directory holds a finished checkpoint (in a
+    `checkpoints/` folder of its own or of a model's folder)."""
+    return any(step.is_dir() and step.name.isdigit() for step in workdir.rglob("checkpoints/*"))
 
 
 def _teller(main: bool):
