@@ -41,6 +41,7 @@ from ..distributed import (
     run_processes,
 )
 from ..training import NonFiniteLossError
+from ._catalogue import catalogue, installed_from
 from ._config import attach_source, load_config, source_of
 from ._errors import ConfigError
 from ._overrides import split_overrides
@@ -130,6 +131,14 @@ def _importable() -> bool:
         return False
 
 
+def _shown(configs: list[Path]) -> list[str]:
+    """The config files as a user types them: relative to the working directory when inside it."""
+    try:
+        return [str(p.relative_to(Path.cwd())) for p in configs]
+    except ValueError:
+        return [str(p) for p in configs]
+
+
 def _epilog(prog: str) -> str:
     configs = checkout_configs()
     lines = [
@@ -146,14 +155,9 @@ def _epilog(prog: str) -> str:
         "",
     ]
     if configs:
-        try:
-            shown = [p.relative_to(Path.cwd()) for p in configs]
-        except ValueError:
-            shown = configs
-        lines.append("configs in this checkout:")
-        lines += [f"  {path}" for path in shown]
+        lines.append(f"configs in this checkout ({prog} --list prints this list alone):")
+        lines += catalogue(configs, _shown(configs))
         lines.append("")
-    if configs:
         lines += [
             "examples:",
             f"  {prog} --config experiments/configs/quickstart.py",
@@ -167,10 +171,38 @@ def _epilog(prog: str) -> str:
         ]
     lines += [
         f"  {prog} --resume runs/quickstart/<timestamp> --config.train.steps=6000",
+        "  tensorboard --logdir runs/     (every run's curves, config and figures)",
         "",
-        "Configs, tasks and the guide (docs/experiments.md) are in the source checkout.",
+        "docs: docs/experiments.md in the source checkout (the runner's guide); `make docs`",
+        "  there builds the whole site into site/index.html (opens from disk).",
     ]
+    source = installed_from()
+    if source is not None:
+        lines.append(f"source: {source} (where this copy was installed from)")
     return "\n".join(lines)
+
+
+class _Help(argparse.Action):
+    """`--help`, its epilogue (the catalogue) built only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.epilog = _epilog(parser.prog)
+        parser.print_help()
+        parser.exit()
+
+
+class _List(_Help):
+    """`--list`: the catalogue of the checkout's configs alone."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        configs = checkout_configs()
+        if not configs:
+            parser.exit(2, "error: no experiments/configs/ here (run from a source checkout).\n")
+        print("\n".join(catalogue(configs, _shown(configs))))
+        parser.exit()
 
 
 def parse(argv: list[str], *, prog: str = "sciml-run") -> tuple[ml_collections.ConfigDict, Path]:
@@ -188,8 +220,14 @@ def _parse(argv: list[str], prog: str) -> tuple[ml_collections.ConfigDict, Task,
     parser = argparse.ArgumentParser(
         prog=prog,
         description=_DESCRIPTION,
-        epilog=_epilog(prog),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
+    parser.add_argument("-h", "--help", action=_Help, help="show this message and exit")
+    parser.add_argument(
+        "--list",
+        action=_List,
+        help="list the checkout's configs: what each runs, its minutes, whether it needs a GPU",
     )
     parser.add_argument(
         "--config", metavar="FILE[:variant]", help="config file or module, optionally with :variant"

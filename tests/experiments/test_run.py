@@ -142,6 +142,27 @@ def test_ctrl_c_before_the_first_checkpoint_says_nothing_was_trained(tmp_path, m
     assert "Resume with" not in err
 
 
+def test_list_names_every_config_with_its_minutes_and_gpu_flag(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as done:
+        run.main(["--list"])
+    assert done.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    files = sorted(p for p in (ROOT / "experiments" / "configs").glob("*.py"))
+    files = [p for p in files if not p.name.startswith("_")]
+    assert len(files) >= 19
+    for path in files:
+        name = str(path.relative_to(ROOT))
+        (line,) = [line for line in lines if line.split()[:1] == [name]]
+        default, tiny, *rest = line.split()[1:]
+        gpu = rest[0] == "GPU"
+        # minutes of both variants (a GPU-sized default may have none), then what it runs
+        assert (default == "-" and gpu) or default.isdigit(), line
+        assert tiny == "<1" or tiny.isdigit(), line
+        assert len(" ".join(rest[gpu:])) > 20, line
+    assert any(line.split()[3:4] == ["GPU"] for line in lines)  # the GPU-sized ones say so
+
+
 def test_overrides_are_typed():
     config, _ = run.parse(
         [
