@@ -15,7 +15,8 @@ nothing and evaluates). `--resume RUN_DIR` rebuilds the run's config (see
 `_resume.py`). Every check on the config (file, `get_config`, keys, value
 types and values, the task's own checks) runs once, before anything is
 written. `--processes N` runs the same command as N processes of this machine
-under the supervisor of `sciml.distributed`.
+under the supervisor of `sciml.distributed`. `--list` prints the checkout's
+configs (see `_catalogue.py`).
 """
 
 from __future__ import annotations
