@@ -126,7 +126,9 @@ def fit(
 
     With a `workdir`, checkpoints go to `workdir/checkpoints` (every
     `checkpoint_every` steps, at the end, and when interrupted by Ctrl-C or
-    SIGTERM), metrics to `workdir/metrics.jsonl`. If `workdir/checkpoints`
+    SIGTERM), metrics to `workdir/metrics.jsonl` and, as scalars at the same
+    steps, to TensorBoard events in `workdir` (`tensorboard --logdir`
+    compares runs). If `workdir/checkpoints`
     already holds checkpoints, training resumes from the latest one (printing
     `resuming from step N of M`); the metric lines logged after that checkpoint
     are dropped and recomputed, and a finished run called again (checkpoint at
