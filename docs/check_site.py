@@ -20,7 +20,9 @@ Fails (exit status 1, one line per finding) on
   listing, or to a file that is not there; a navigation link that is not an
   HTML file; a search box without its offline index (`search/search_index.js`,
   written by mkdocs-material's `offline` plugin) or without the local Web
-  Worker shim that runs the search from `file://`.
+  Worker shim that runs the search from `file://`;
+- search previews that hold a notebook's furniture (`In [1]:` prompts, the
+  copy button's "Copied!") instead of the page's text.
 
 Usage: `python docs/check_site.py [SITE_DIR]` (default `site`).
 """
@@ -234,6 +236,23 @@ def check_page(html: str, name: str, *, has_mathjax: bool, site: Path | None = N
     return problems
 
 
+_FURNITURE = re.compile(r"Copied!|\bIn(?:\s|&nbsp;|\u00a0)*\[[\s\d]*\]:")
+
+
+def check_search_text(index: str) -> list[str]:
+    """The search entries (of `search_index.js`'s text) whose text holds a
+    notebook prompt or the copy button's label."""
+    import json
+
+    data = json.loads(index[index.index("{") : index.rindex("}") + 1])
+    return [
+        f"search entry {doc['location']}: its preview holds notebook furniture "
+        f"({_short(_FURNITURE.search(doc['text']).group(0), 20)!r})"
+        for doc in data.get("docs", [])
+        if _FURNITURE.search(doc.get("text", ""))
+    ]
+
+
 def check_site(site: Path) -> list[str]:
     """The problems of every HTML page under `site`."""
     if not (site / "index.html").is_file():
@@ -243,6 +262,8 @@ def check_site(site: Path) -> list[str]:
     index = site / SEARCH_INDEX_SCRIPT
     if index.is_file() and not index.read_text(encoding="utf-8").startswith("var __index"):
         problems.append(f"{index}: not the inlined search index the search box reads from disk")
+    elif index.is_file():
+        problems += check_search_text(index.read_text(encoding="utf-8"))
     for path in sorted(site.rglob("*.html")):
         if "assets" in path.relative_to(site).parts:
             continue

@@ -12,17 +12,21 @@ command as `sciml-run` and `python -m sciml.experiment`); see
 
 from __future__ import annotations
 
-from sciml.experiment import (
-    ConfigError as ConfigError,
-    apply_overrides as apply_overrides,
-    cli as _cli,
-    load_config as load_config,
-    main as _main,
-    main_from_config as main_from_config,
-    parse as _parse,
-    plot_loss as plot_loss,
-    validate as validate,
-)
+from sciml._launch import exit_on_signals
+
+
+with exit_on_signals():  # a Ctrl-C while the runner loads: one line, not a traceback
+    from sciml.experiment import (
+        ConfigError as ConfigError,
+        apply_overrides as apply_overrides,
+        cli as _cli,
+        load_config as load_config,
+        main as _main,
+        main_from_config as main_from_config,
+        parse as _parse,
+        plot_loss as plot_loss,
+        validate as validate,
+    )
 
 
 PROG = "python -m experiments.run"

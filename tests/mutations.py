@@ -515,6 +515,31 @@ BREAKS = [
         ),
         "the right face at u_x = 2 at load 0.25, expected 0.5 to 1e-15",
     ),
+    # a researcher's fourth day: float32 models under x64, TensorBoard's purge, batch_fn's call
+    Break(
+        "ssm-c-drawn-in-float64",
+        "sciml/ssm/_diagonal.py",
+        "re, im = jax.random.normal(key, (2, *shape), dtype) * math.sqrt(0.5)  # keeps `dtype`",
+        "re, im = jax.random.normal(key, (2, *shape), dtype) * np.sqrt(0.5)",
+        ("tests/checks/test_float32_under_x64.py::test_a_float32_s4d_stays_float32",),
+        "C float64 in a float32 S4D under x64",
+    ),
+    Break(
+        "events-resume-purges-nothing",
+        "sciml/training/_events.py",
+        "self.purge_step = step + 1",
+        "return",
+        ("tests/training/test_events.py",),
+        "TensorBoard shows steps 40 and 50 twice (old and new values)",
+    ),
+    Break(
+        "fit-batch-fn-call-unchecked",
+        "sciml/training/_fit.py",
+        "_check_batch_fn(batch_fn)",
+        "pass",
+        ("tests/training/test_bad_input.py::test_batch_fn_of_one_argument_is_told_its_call",),
+        "Python's 'takes 1 positional argument but 2 were given' instead of the call shown",
+    ),
 ]
 
 

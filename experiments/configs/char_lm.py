@@ -9,7 +9,14 @@ curves must coincide (up to the Newton tolerance).
 
 import ml_collections
 
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "a two-layer ParaGRU character model trained twice, sequentially and by Newton",
+    minutes=13,
+    tiny_minutes=0.3,
+)
 
 
 def tiny(config: ml_collections.ConfigDict) -> None:

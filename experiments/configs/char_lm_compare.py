@@ -14,7 +14,14 @@ A small proxy of the paper's 7B-parameter claim. `:tiny` is the smoke run.
 
 import ml_collections
 
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "ParaGRU and ParaLSTM against a Transformer and S5, 3 paired seeds (:sweep picks rates)",
+    minutes=75,
+    tiny_minutes=0.5,
+)
 
 
 # chosen by `:sweep` (docs/results.md has its table)

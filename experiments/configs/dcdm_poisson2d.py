@@ -10,7 +10,14 @@ a linear V-cycle `NᵀN`, trained with the A-norm loss) or
 
 import ml_collections
 
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "DCDM trained on 2-D Poisson at 128², against CG, IC(0) and AMG up to 512²",
+    minutes=140,
+    tiny_minutes=0.7,
+)
 
 
 def data_block(dim: int, resolution: int, *, n_ritz: int, n_rhs: int) -> ml_collections.ConfigDict:

@@ -9,7 +9,14 @@ Training at 64³ (`--config.data.resolution=64`) keeps the Ritz data at about
 import ml_collections
 
 from experiments.configs.dcdm_poisson2d import data_block, eval_block, model_block
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "DCDM trained on 3-D Poisson at 32³, against CG and IC(0) at 32³ and 64³",
+    minutes=120,
+    tiny_minutes=0.6,
+)
 
 
 def tiny(config: ml_collections.ConfigDict) -> None:

@@ -11,7 +11,14 @@ runs the paper's Adam loop instead (hours). The `tiny` variant
 import ml_collections
 
 from experiments.configs._insr import add_adam_and_initial, insr_config
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "INSR on 1-D advection: a SIREN stepped by Levenberg–Marquardt, 240 steps",
+    minutes=32,
+    tiny_minutes=0.3,
+)
 
 
 def tiny(config: ml_collections.ConfigDict) -> None:

@@ -22,7 +22,15 @@ of the same memory, 5 steps, exact rollers; 8 minutes on a 2-core CPU).
 import ml_collections
 
 from experiments.configs._insr import add_adam_and_initial, insr_config
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "INSR on 2-D elastodynamics against P1 / P2 meshes (:small: 8 CPU minutes)",
+    minutes=None,
+    tiny_minutes=0.8,
+    gpu=True,
+)
 
 
 def tiny(config: ml_collections.ConfigDict) -> None:

@@ -19,7 +19,15 @@ The `tiny` variant (`insr_taylor_green.py:tiny`) runs in seconds for the tests.
 import ml_collections
 
 from experiments.configs._insr import add_adam_and_initial, insr_config
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "INSR on the Taylor–Green vortex by operator splitting, 100 steps",
+    minutes=None,
+    tiny_minutes=0.5,
+    gpu=True,
+)
 
 
 def tiny(config: ml_collections.ConfigDict) -> None:

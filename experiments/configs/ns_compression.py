@@ -14,6 +14,14 @@ train time, peak memory of a train step) and `plots/compression.png`.
 import ml_collections
 
 from experiments.configs.ns_tfno import get_config as ns_tfno_config
+from sciml.experiment import About
+
+
+ABOUT = About(
+    "dense FNO vs CP / Tucker / TT / joint TFNO vs MG-TFNO on Navier–Stokes 64²",
+    minutes=150,
+    tiny_minutes=0.4,
+)
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:

@@ -65,7 +65,15 @@ import ml_collections
 
 from experiments.configs._operators import data_config, make_tiny
 from experiments.configs.ns_compression import get_config as ns_compression_config
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "FNO vs TFNO vs MG-TFNO on turbulent Navier–Stokes 128² (:small: 80 CPU minutes)",
+    minutes=None,
+    tiny_minutes=0.5,
+    gpu=True,
+)
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:

@@ -13,8 +13,15 @@ surrogate on a smaller grid); validation on 8 held-out runs.
 import ml_collections
 
 from experiments.configs._online import online_config, shrink_online
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
 from solvers.streams import HEAT_PARAMS
+
+
+ABOUT = About(
+    "online training of an MLP on 2-D heat-equation runs streamed by solvers",
+    minutes=8,
+    tiny_minutes=0.3,
+)
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:

@@ -17,7 +17,14 @@ import ml_collections
 
 from experiments.configs._online import online_config, shrink_online
 from experiments.configs._operators import model_config
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "the flagship (make run): online TFNO on Navier–Stokes streamed by solvers",
+    minutes=10,
+    tiny_minutes=0.5,
+)
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:

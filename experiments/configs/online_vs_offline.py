@@ -15,7 +15,14 @@ held-out runs (the paper's comparison, Meyer et al., ICML 2023).
 import ml_collections
 
 from experiments.configs import online_heat, online_ns_tfno
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "the same surrogate trained offline on 20 runs and online on a stream",
+    minutes=10,
+    tiny_minutes=0.3,
+)
 
 
 def _compare(config: ml_collections.ConfigDict, problem: str, offline_runs: int):

@@ -12,7 +12,14 @@ variant runs in seconds for the test suite.
 
 import ml_collections
 
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "S4D-LegS vs S4-PTD and S5 vs S5-PTD on noisy sinusoids, with resonant noise",
+    minutes=15,
+    tiny_minutes=0.2,
+)
 
 
 def tiny(config: ml_collections.ConfigDict) -> None:

@@ -6,7 +6,14 @@
 
 import ml_collections
 
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "an MLP learns the 1-D heat-equation solution operator (exact data)",
+    minutes=1,
+    tiny_minutes=0.2,
+)
 
 
 def tiny(config: ml_collections.ConfigDict) -> None:

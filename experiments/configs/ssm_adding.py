@@ -11,7 +11,12 @@ variant runs in seconds for the test suite.
 import ml_collections
 
 from experiments.configs.ssm_recall import SSM_OPTIMIZER, model_config, tiny
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "the adding problem at length 256 with a causal S4D-Lin model", minutes=5, tiny_minutes=0.2
+)
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:

@@ -70,10 +70,16 @@ def _exit_status(code: int) -> int:
 
 
 def run_processes(
-    command: list[str], count: int, workdir: Path, *, grace: float = GRACE_SECONDS
+    command: list[str],
+    count: int,
+    workdir: Path,
+    *,
+    grace: float = GRACE_SECONDS,
+    env: dict[str, str] | None = None,
 ) -> int:
     """Runs `command` (a program and its arguments) as `count` processes of one
-    run in `workdir`, and waits for them (see the module's description).
+    run in `workdir`, and waits for them (see the module's description); `env`
+    adds to the environment each process is given.
 
     **Returns:** 130 when interrupted (SIGINT or SIGTERM), else the exit
     status of a child killed by a signal s from outside (128 + s), else the
@@ -93,16 +99,17 @@ def run_processes(
         address = f"127.0.0.1:{_free_port()}"
         gpus = 0 if "JAX_LOCAL_DEVICE_IDS" in os.environ else _count_gpus()
         for index in range(count):
-            env = {
+            given = {
                 **os.environ,
+                **(env or {}),
                 ENV_PROCESSES: str(count),
                 ENV_PROCESS_ID: str(index),
                 ENV_COORDINATOR: address,
             }
             share = gpu_share(index, count, gpus)
             if share is not None:  # a workstation's GPUs, shared out
-                env["JAX_LOCAL_DEVICE_IDS"] = share
-            children.append(subprocess.Popen(command, env=env, start_new_session=True))
+                given["JAX_LOCAL_DEVICE_IDS"] = share
+            children.append(subprocess.Popen(command, env=given, start_new_session=True))
             forwarded.append(0)
         while True:
             for index, child in enumerate(children):

@@ -9,6 +9,7 @@ runs it; see `docs/experiments.md`.
 """
 
 from . import defaults as defaults
+from ._catalogue import About as About
 from ._cli import cli as cli, main as main, parse as parse
 from ._config import (
     ConfigSource as ConfigSource,

@@ -15,7 +15,8 @@ nothing and evaluates). `--resume RUN_DIR` rebuilds the run's config (see
 `_resume.py`). Every check on the config (file, `get_config`, keys, value
 types and values, the task's own checks) runs once, before anything is
 written. `--processes N` runs the same command as N processes of this machine
-under the supervisor of `sciml.distributed`.
+under the supervisor of `sciml.distributed`. `--list` prints the checkout's
+configs (see `_catalogue.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ..distributed import (
     run_processes,
 )
 from ..training import NonFiniteLossError
+from ._catalogue import catalogue, installed_from
 from ._config import attach_source, load_config, source_of
 from ._errors import ConfigError
 from ._overrides import split_overrides
@@ -51,6 +53,10 @@ from ._verdict import verdict
 
 
 FLAG = "--processes"
+#: The command the user typed (`sciml-run`, `python -m experiments.run`),
+#: given to the processes `--processes N` starts, which repeat it in the
+#: resume line.
+ENV_PROG = "SCIML_RUN_PROG"
 
 
 def split_processes(argv: list[str]) -> tuple[int, list[str]]:
@@ -126,6 +132,14 @@ def _importable() -> bool:
         return False
 
 
+def _shown(configs: list[Path]) -> list[str]:
+    """The config files as a user types them: relative to the working directory when inside it."""
+    try:
+        return [str(p.relative_to(Path.cwd())) for p in configs]
+    except ValueError:
+        return [str(p) for p in configs]
+
+
 def _epilog(prog: str) -> str:
     configs = checkout_configs()
     lines = [
@@ -142,14 +156,9 @@ def _epilog(prog: str) -> str:
         "",
     ]
     if configs:
-        try:
-            shown = [p.relative_to(Path.cwd()) for p in configs]
-        except ValueError:
-            shown = configs
-        lines.append("configs in this checkout:")
-        lines += [f"  {path}" for path in shown]
+        lines.append(f"configs in this checkout ({prog} --list prints this list alone):")
+        lines += catalogue(configs, _shown(configs))
         lines.append("")
-    if configs:
         lines += [
             "examples:",
             f"  {prog} --config experiments/configs/quickstart.py",
@@ -163,10 +172,38 @@ def _epilog(prog: str) -> str:
         ]
     lines += [
         f"  {prog} --resume runs/quickstart/<timestamp> --config.train.steps=6000",
+        "  tensorboard --logdir runs/     (every run's curves, config and figures)",
         "",
-        "Configs, tasks and the guide (docs/experiments.md) are in the source checkout.",
+        "docs: docs/experiments.md in the source checkout (the runner's guide); `make docs`",
+        "  there builds the whole site into site/index.html (opens from disk).",
     ]
+    source = installed_from()
+    if source is not None:
+        lines.append(f"source: {source} (where this copy was installed from)")
     return "\n".join(lines)
+
+
+class _Help(argparse.Action):
+    """`--help`, its epilogue (the catalogue) built only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.epilog = _epilog(parser.prog)
+        parser.print_help()
+        parser.exit()
+
+
+class _List(_Help):
+    """`--list`: the catalogue of the checkout's configs alone."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        configs = checkout_configs()
+        if not configs:
+            parser.exit(2, "error: no experiments/configs/ here (run from a source checkout).\n")
+        print("\n".join(catalogue(configs, _shown(configs))))
+        parser.exit()
 
 
 def parse(argv: list[str], *, prog: str = "sciml-run") -> tuple[ml_collections.ConfigDict, Path]:
@@ -184,8 +221,14 @@ def _parse(argv: list[str], prog: str) -> tuple[ml_collections.ConfigDict, Task,
     parser = argparse.ArgumentParser(
         prog=prog,
         description=_DESCRIPTION,
-        epilog=_epilog(prog),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
+    parser.add_argument("-h", "--help", action=_Help, help="show this message and exit")
+    parser.add_argument(
+        "--list",
+        action=_List,
+        help="list the checkout's configs: what each runs, its minutes, whether it needs a GPU",
     )
     parser.add_argument(
         "--config", metavar="FILE[:variant]", help="config file or module, optionally with :variant"
@@ -242,9 +285,9 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if processes > 1:
-        command = [sys.executable, "-m", "sciml.experiment", *child_arguments(argv, workdir)]
-        return run_processes(command, processes, workdir)
+    if processes > 1:  # each process repeats the command typed in its resume line
+        command = [sys.executable, "-m", "sciml._launch", *child_arguments(argv, workdir)]
+        return run_processes(command, processes, workdir, env={ENV_PROG: prog})
     initialize_processes()
     group = ProcessGroup.current()
     try:
@@ -265,7 +308,7 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     if os.environ.get(ENV_PROCESSES):
         hint += f" {FLAG} {group.count}"
     tell = _teller(group.main)
-    tell(f"run directory: {workdir}")
+    tell(f"run directory: {workdir}" + ("" if group.single else f" ({group.count} processes)"))
     source = source_of(config)
     if source is not None and source.variant == "tiny":
         tell(
@@ -277,7 +320,13 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
     try:
         summary = run_task(config, task, workdir)
     except KeyboardInterrupt:
-        tell(f"interrupted; finished steps are checkpointed. Resume with:\n  {hint}")
+        if has_checkpoint(workdir):
+            tell(f"interrupted; finished steps are checkpointed. Resume with:\n  {hint}")
+        else:
+            tell(
+                "interrupted before the first checkpoint: nothing was trained yet; "
+                "run the same command again."
+            )
         return 130
     except NonFiniteLossError as error:
         tell(f"error: {error}")
@@ -293,6 +342,12 @@ def main(argv: list[str] | None = None, *, prog: str = "sciml-run") -> int:
         seconds = time.perf_counter() - started
         print(verdict(summary, task.headline, seconds, workdir), flush=True)
     return 0
+
+
+def has_checkpoint(workdir: Path) -> bool:
+    """Whether the run directory holds a finished checkpoint (in a
+    `checkpoints/` folder of its own or of a model's folder)."""
+    return any(step.is_dir() and step.name.isdigit() for step in workdir.rglob("checkpoints/*"))
 
 
 def _teller(main: bool):

@@ -40,7 +40,8 @@ class ConfigSource:
     **Arguments:**
 
     - `kind`: `"file"` (a Python file) or `"module"` (an importable module).
-    - `ref`: the file's absolute path, or the dotted module name.
+    - `ref`: the file's absolute path, or the dotted module name (in
+      `source.json`, a file inside the checkout is written relative to it).
     - `variant`: the argument passed to `get_config` (`None` for the default).
     - `overrides`: the `(key, value)` overrides applied after `get_config`, in
       order, values as given on the command line.
@@ -75,19 +76,33 @@ class ConfigSource:
         extra = tuple((str(k), str(v)) for k, v in overrides)
         return dataclasses.replace(self, overrides=self.overrides + extra)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, root: Path | None = None) -> dict[str, Any]:
+        """The source as JSON data (`source.json`); a file inside `root` (the
+        checkout the run was started from) by its path relative to it, so a
+        run folder moved with its checkout still resumes."""
+        ref = self.ref
+        if self.kind == "file" and root is not None and Path(ref).is_relative_to(root.absolute()):
+            ref = Path(ref).relative_to(root.absolute()).as_posix()
         return {
             "kind": self.kind,
-            "ref": self.ref,
+            "ref": ref,
             "variant": self.variant,
             "overrides": [list(pair) for pair in self.overrides],
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ConfigSource:
+    def from_json(cls, data: dict[str, Any], run_dir: Path | None = None) -> ConfigSource:
+        """The source `to_json` wrote; a relative file path is found from the
+        working directory, else from a folder holding `run_dir` (a run
+        directory inside the checkout)."""
+        ref = data["ref"]
+        if data["kind"] == "file" and not Path(ref).is_absolute():
+            roots = [Path.cwd(), *(Path(run_dir).absolute().parents if run_dir else ())]
+            found = [root / ref for root in roots if (root / ref).is_file()]
+            ref = str((found or [Path.cwd() / ref])[0])
         return cls(
             kind=data["kind"],
-            ref=data["ref"],
+            ref=ref,
             variant=data.get("variant"),
             overrides=tuple((str(k), str(v)) for k, v in data.get("overrides", ())),
         )

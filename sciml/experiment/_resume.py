@@ -48,7 +48,7 @@ def resume_config(
     )
     data = read_json(recorded, fix)
     try:
-        source = ConfigSource.from_json(data)
+        source = ConfigSource.from_json(data, run_dir)
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(f"{recorded} is not a config source ({error!r}); {fix}") from None
     try:

@@ -1,15 +1,20 @@
 """One run: a checked config and its task -> a run directory with a summary.
 
 Writes `config.json` and `source.json` before the task starts, `summary.json`
-after it; on several processes process 0 alone writes them. A resumed run
-that fails before its next checkpoint puts back the `config.json` and
-`source.json` it found, so the directory can be resumed again.
+after it (its numbers to 4 significant digits; the summary returned keeps
+them whole); on several processes process 0 alone writes them. The run's
+TensorBoard events (see `sciml.training._events`) hold its config as
+hyperparameters, what `fit` logs, and at the end the summary and the figures
+under `plots/`. A resumed run that fails before its next checkpoint puts back
+the `config.json` and `source.json` it found, so the directory can be resumed
+again.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +22,8 @@ import jax
 import ml_collections
 
 from ..distributed import is_main_process
-from ..training import ResumePastEndError
+from ..training import ResumePastEndError, read_metrics
+from ..training._events import flat_hparams, run_events
 from ..training._metrics import to_python
 from ._config import config_json, source_of
 from ._errors import ConfigError, read_json
@@ -131,18 +137,25 @@ def run_task(config: ml_collections.ConfigDict, task: Task, workdir: Path) -> di
     task.check_processes(config, jax.process_count())
     if not is_main_process():  # process 0 checks the directory and writes the run's files
         try:
-            return to_python(task.train_and_evaluate(config, workdir))
+            return {**to_python(task.train_and_evaluate(config, workdir)), **_processes()}
         except ResumePastEndError as error:
             raise ConfigError(_past_end(config, workdir, error)) from error
     check_workdir(config, workdir)
     before = _RunFiles(workdir)
     (workdir / "plots").mkdir(parents=True, exist_ok=True)
-    (workdir / CONFIG_FILE).write_text(json.dumps(config_json(config), indent=2, sort_keys=True))
+    saved = config_json(config)
+    (workdir / CONFIG_FILE).write_text(json.dumps(saved, indent=2, sort_keys=True))
     source = source_of(config)
     if source is not None:
-        (workdir / SOURCE_FILE).write_text(json.dumps(source.to_json(), indent=2) + "\n")
+        recorded = source.to_json(root=Path.cwd())
+        (workdir / SOURCE_FILE).write_text(json.dumps(recorded, indent=2) + "\n")
     try:
-        summary = to_python(task.train_and_evaluate(config, workdir))
+        with run_events(workdir, hparams=flat_hparams(saved)) as events:
+            summary = to_python(task.train_and_evaluate(config, workdir))
+            summary.update(_processes())
+            step = _last_step(summary, workdir)
+            events.scalars("summary", step, flat_hparams(summary))
+            events.images(step, _figures(workdir))
     except ResumePastEndError as error:
         before.put_back_if_no_new_checkpoint()
         raise ConfigError(_past_end(config, workdir, error)) from error
@@ -154,8 +167,44 @@ def run_task(config: ml_collections.ConfigDict, task: Task, workdir: Path) -> di
                 "(config.json and source.json put back), so it can still be resumed."
             ) from error
         raise
-    (workdir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    rounded = json.dumps(significant(summary), indent=2, sort_keys=True)
+    (workdir / SUMMARY_FILE).write_text(rounded + "\n")
     return summary
+
+
+def _processes() -> dict[str, int]:
+    """The summary's record of how many processes trained the run."""
+    return {"processes": jax.process_count()}
+
+
+def significant(tree: Any, digits: int = 4) -> Any:
+    """`tree` (JSON data) with every float rounded to `digits` significant
+    digits: what `summary.json` holds."""
+    if isinstance(tree, dict):
+        return {key: significant(value, digits) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [significant(value, digits) for value in tree]
+    if isinstance(tree, float) and math.isfinite(tree):
+        return float(f"{tree:.{digits - 1}e}")
+    return tree
+
+
+def _last_step(summary: dict[str, Any], workdir: Path) -> int:
+    """The step the run ended at: the summary's `steps`, else the last of
+    `metrics.jsonl` (0 for a run that logs none)."""
+    if isinstance(summary.get("steps"), int):
+        return summary["steps"]
+    return max((int(r.get("step", 0)) for r in read_metrics(workdir / "metrics.jsonl")), default=0)
+
+
+def _figures(workdir: Path) -> dict[str, Path]:
+    """The run's figures, `{tag: path}`: every PNG file in a `plots/` folder of
+    the run directory (a model's folder has its own), tagged by its path."""
+    return {
+        path.relative_to(workdir).with_suffix("").as_posix(): path
+        for path in sorted(workdir.rglob("*.png"))
+        if "plots" in path.relative_to(workdir).parts
+    }
 
 
 def _past_end(config: ml_collections.ConfigDict, workdir: Path, error: Exception) -> str:

@@ -65,7 +65,7 @@ def load_run(run_dir: str | Path, build_model: Any = None) -> tuple[Any, ml_coll
         for folder in _run_files(Path(run_dir)):
             if (folder / "source.json").is_file():
                 recorded = json.loads((folder / "source.json").read_text())
-                directory = ConfigSource.from_json(recorded).directory
+                directory = ConfigSource.from_json(recorded, folder).directory
                 break
         task = resolve_task(str(config.task), directory)
         if task.build is None:

@@ -30,6 +30,7 @@ compiles it once.
 from __future__ import annotations
 
 import abc
+import math
 
 import equinox as eqx
 import jax
@@ -72,7 +73,7 @@ def _complex_dtype(dtype) -> jnp.dtype:
 
 def _complex_normal(key: PRNGKeyArray, shape: tuple[int, ...], dtype) -> tuple[Array, Array]:
     """Real and imaginary parts of a complex standard normal (`E|z|² = 1`)."""
-    re, im = jax.random.normal(key, (2, *shape), dtype) * np.sqrt(0.5)
+    re, im = jax.random.normal(key, (2, *shape), dtype) * math.sqrt(0.5)  # keeps `dtype`
     return re, im
 
 

@@ -8,6 +8,7 @@ processes' agreement before each) is owned by one collaborator in `_loop.py`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -62,10 +63,28 @@ class FitResult:
 _split3 = jax.jit(lambda key: tuple(jax.random.split(key, 3)))
 
 
+def _check_batch_fn(batch_fn: Callable) -> None:
+    """`batch_fn` can be called as `batch_fn(step, key)` (a signature Python
+    cannot read is taken on trust)."""
+    try:
+        signature = inspect.signature(batch_fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(0, None)
+    except TypeError:
+        raise TypeError(
+            f"`batch_fn` is called as `batch_fn(step, key)` (the step, an int, and a PRNG "
+            f"key), but its signature is `{signature}`; define it as `def batch_fn(step, "
+            "key): ...` (ignore `key` when the batches are not random)."
+        ) from None
+
+
 def _check_fit_arguments(model, loss_fn, batch_fn, optimizer, key, eval_fn) -> None:
     for name, fn in (("loss_fn", loss_fn), ("batch_fn", batch_fn)):
         if not callable(fn):
             raise TypeError(f"`{name}` must be a function, got {type(fn).__name__}.")
+    _check_batch_fn(batch_fn)
     if eval_fn is not None and not callable(eval_fn):
         raise TypeError(
             f"`eval_fn` must be a function `model -> dict` or None, got {type(eval_fn).__name__}."
@@ -107,7 +126,9 @@ def fit(
 
     With a `workdir`, checkpoints go to `workdir/checkpoints` (every
     `checkpoint_every` steps, at the end, and when interrupted by Ctrl-C or
-    SIGTERM), metrics to `workdir/metrics.jsonl`. If `workdir/checkpoints`
+    SIGTERM), metrics to `workdir/metrics.jsonl` and, as scalars at the same
+    steps, to TensorBoard events in `workdir` (`tensorboard --logdir`
+    compares runs). If `workdir/checkpoints`
     already holds checkpoints, training resumes from the latest one (printing
     `resuming from step N of M`); the metric lines logged after that checkpoint
     are dropped and recomputed, and a finished run called again (checkpoint at

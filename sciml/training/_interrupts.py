@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 from collections.abc import Iterator
+
+from ..distributed import is_main_process
+from ._progress import note
 
 
 class Interrupts:
@@ -78,7 +80,8 @@ class Interrupts:
             raise KeyboardInterrupt(f"signal {name}")
 
     def _note(self, text: str) -> None:
-        print(f"{self.description}: {text}", file=sys.stderr, flush=True)
+        if is_main_process():  # once for a run of several processes
+            note(f"{self.description}: {text}")
 
 
 @contextlib.contextmanager

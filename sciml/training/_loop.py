@@ -8,9 +8,9 @@ done is done here:
   checkpoint (refusing one past the last step), save one at a step (never cut
   by a signal, never twice at one step), with the extra state;
 - [`Log`][sciml.training._loop.Log]: the losses of dispatched steps, read back
-  at log boundaries; `metrics.jsonl`, the progress display and the
-  evaluations, all of them the main process's (the others take the
-  evaluation's results);
+  at log boundaries; `metrics.jsonl` and its TensorBoard events, the progress
+  display and the evaluations, all of them the main process's (the others
+  take the evaluation's results);
 - [`Batches`][sciml.training._loop.Batches]: each step's batch, and the
   processes' agreement before it on a signal or the end of the data, so that
   all of them stop at the same step.
@@ -30,6 +30,7 @@ import numpy as np
 from ..distributed import ProcessGroup
 from ._checkpoint import Checkpointer
 from ._errors import EndOfData, NonFiniteBatchError, NonFiniteLossError, ResumePastEndError
+from ._events import event_writer
 from ._interrupts import Interrupts
 from ._metrics import MetricsWriter
 from ._progress import progress_bar
@@ -96,8 +97,9 @@ class Checkpoints:
 class Log:
     """Losses, metrics, progress and evaluation of one `fit` call.
 
-    The main process alone writes `metrics.jsonl`, shows progress, prints
-    and runs `eval_fn` (on its own copy of the model; the results go to every
+    The main process alone writes `metrics.jsonl` (and each of its records
+    into the directory's TensorBoard events), shows progress, prints and runs
+    `eval_fn` (on its own copy of the model; the results go to every
     process). `monitor()` is called on every process at the same steps.
     """
 
@@ -110,9 +112,10 @@ class Log:
     ):
         self.settings, self.group, self.eval_fn, self.monitor = settings, group, eval_fn, monitor
         workdir = settings.workdir
-        self.writer = None
+        self.writer = self.events = None
         if workdir is not None:
             self.writer = MetricsWriter(Path(workdir) / "metrics.jsonl", main=group.main)
+            self.events, self.owns_events = event_writer(workdir, main=group.main)
         self.pending: list[tuple[int, jax.Array, dict[str, jax.Array]]] = []
         self.metrics: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
@@ -128,6 +131,7 @@ class Log:
         if resumed:
             if self.writer is not None:
                 self.metrics.update(_resumed_metrics(self.writer.truncate_after(start)))
+                self.events.resume_after(start)
             note = (
                 ": the run is finished, nothing is left to train (the saved model is evaluated "
                 "again); give a larger `steps` to train on"
@@ -166,6 +170,7 @@ class Log:
         self.metrics.update(record)
         if self.writer is not None:
             self.writer.write({"split": "train", **record})
+            self.events.scalars("train", step, record)
         self._show()
 
     def eval_due(self, step: int) -> bool:
@@ -182,6 +187,7 @@ class Log:
         self._show()
         if self.writer is not None and step > self.start:  # a finished run re-run logs nothing
             self.writer.write({"split": "eval", "step": step, **self.last_eval})
+            self.events.scalars("eval", step, self.last_eval)
 
     def finish(self, model: Any, step: int) -> None:
         """The last log, and an evaluation unless this step had one."""
@@ -200,6 +206,10 @@ class Log:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        if self.events is not None and self.owns_events:
+            self.events.close()
+        elif self.events is not None:  # the runner's: it writes the figures, then closes
+            self.events.flush()
 
 
 class Batches:
@@ -224,6 +234,11 @@ class Batches:
             try:
                 with interrupts.abandonable():
                     batch = self.batch_fn(step, group.local(key))
+                if batch is None:
+                    raise TypeError(
+                        f"`batch_fn({step}, key)` returned None; return the step's batch "
+                        "(raise `sciml.training.EndOfData` when a stream has ended)."
+                    )
             except EndOfData:
                 ended = True
             except KeyboardInterrupt:

@@ -38,6 +38,17 @@ def show_status(text: str) -> None:
         _ACTIVE[-1].set_status(text)
 
 
+def note(text: str) -> None:
+    """Prints `text` on standard error as a line of its own: above the bar of
+    the running `fit` when one is drawn on a terminal (through tqdm, which
+    draws the bar again below it), else plainly."""
+    bar = _ACTIVE[-1] if _ACTIVE else None
+    if isinstance(bar, _Bar) and not bar.disable:
+        bar.write(text, file=sys.stderr)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)

@@ -33,7 +33,8 @@ class TrainSettings:
 
     - `steps`: optimiser steps in total (an int >= 0; a resumed run counts the
       steps done before).
-    - `workdir`: the run directory (`checkpoints/`, `metrics.jsonl`); `None`
+    - `workdir`: the run directory (`checkpoints/`, `metrics.jsonl`, the
+      TensorBoard events); `None`
       keeps nothing on disk.
     - `checkpoint_every`: steps between checkpoints (0: only at the end and
       when interrupted).

@@ -21,6 +21,7 @@ def _load(path: Path):
 check_site = _load(DOCS / "check_site.py")
 offline_math = _load(DOCS / "hooks" / "offline_math.py")
 table_breaks = _load(DOCS / "hooks" / "table_breaks.py")
+search_text = _load(DOCS / "hooks" / "search_text.py")
 
 
 def problems(body: str) -> list[str]:
@@ -139,6 +140,25 @@ def test_long_code_in_tables_may_wrap_at_its_separators():
     assert "&lt;= a_<wbr>long_<wbr>name" in out  # entities untouched
     assert out.replace("<wbr>", "") == page
     assert problems(out) == []
+
+
+def test_search_previews_leave_the_notebook_furniture_out():
+    # Before: every tutorial's preview began "In [1]: Copied! import jax".
+    cell = (
+        '<div class="jp-InputPrompt jp-InputArea-prompt">In&nbsp;[1]:</div>'
+        '<div class="zeroclipboard-container"><span class="notice" hidden>Copied!</span></div>'
+        '<div class="highlight"><pre>import jax</pre></div>'
+        '<div class="jp-OutputPrompt jp-OutputArea-prompt">Out[1]:</div>'
+    )
+    marked = search_text.exclude_furniture(cell)
+    assert marked.count('data-search-exclude="furniture"') == 3
+    assert marked.replace('data-search-exclude="furniture" ', "") == cell
+    index = 'var __index = {"docs": [%s]};'
+    clean = '{"location": "a.html", "text": "import jax; model = FNO(...)"}'
+    dirty = '{"location": "b.html", "text": "In\u00a0[1]: Copied! import jax"}'
+    assert check_site.check_search_text(index % clean) == []
+    (found,) = check_site.check_search_text(index % f"{clean}, {dirty}")
+    assert found.startswith("search entry b.html: its preview holds notebook furniture")
 
 
 def test_tutorial_without_its_figures_is_reported():

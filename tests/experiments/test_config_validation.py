@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sciml.experiment import main
+from sciml.experiment._catalogue import installed_from
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,6 +142,10 @@ def test_help_lists_configs_and_override_syntax(capsys, monkeypatch):
     assert "--config.KEY=VALUE" in out
     for name in CONFIGS:
         assert f"experiments/configs/{name}.py" in out
+    # where the guide is, and where this copy came from (pip records it)
+    assert "docs/experiments.md" in out and "tensorboard --logdir runs/" in out
+    source = installed_from()
+    assert source is None or f"source: {source}" in out
 
 
 @pytest.mark.parametrize("key", ["newton.fallback", "newton.method"])

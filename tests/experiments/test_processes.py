@@ -53,9 +53,12 @@ def _start(*args, cwd: Path, **options) -> subprocess.Popen:
 
 def _files(run: Path) -> set[str]:
     """The run's files, checkpoints as their step folders (orbax writes one
-    part of a checkpoint per process inside them)."""
+    part of a checkpoint per process inside them), TensorBoard event files
+    without their time and process in the name."""
     return {
-        str(p.relative_to(run))
+        "events.out.tfevents"
+        if p.name.startswith("events.out.tfevents.")
+        else str(p.relative_to(run))
         for p in run.rglob("*")
         if "checkpoints" not in p.relative_to(run).parts[:1] or len(p.relative_to(run).parts) <= 2
     }
@@ -90,6 +93,8 @@ def test_two_processes_train_to_the_parameters_of_one(tmp_path):
     one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
     assert os.listdir(tmp_path / "two") == ["run"]
     assert _files(two) == _files(one)
+    assert len(list(two.glob("events.out.tfevents.*"))) == 1  # process 0's alone
+    assert summaries["two"]["processes"] == 2 and summaries["one"]["processes"] == 1
     assert (two / "plots" / "loss.png").is_file()
     # exactly one copy of each file: no line of a file that is appended to was
     # written twice (two writers would double metrics.jsonl)
@@ -241,6 +246,8 @@ def train_and_evaluate(config, workdir):
         time.sleep(0.02)
     time.sleep(0.5)  # a second delivery would arrive meanwhile
     (here / f"signals-{jax.process_index()}").write_text(" ".join(map(str, got)))
+    if jax.process_index() == 0:  # as if a checkpoint of step 5 had been written
+        (Path(workdir) / "checkpoints" / "5").mkdir(parents=True)
     raise KeyboardInterrupt
 
 
@@ -278,7 +285,9 @@ def test_a_ctrl_c_reaches_each_process_once_through_the_parent(tmp_path):
         assert (tmp_path / f"signals-{i}").read_text() == str(int(signal.SIGINT))
     assert err.count("interrupted; finished steps are checkpointed") == 1, err
     (run,) = (tmp_path / "runs" / "signals").iterdir()  # the parent's choice, for both
-    assert f"--resume {run.relative_to(tmp_path)} --processes 2" in err
+    assert f"run directory: {run.relative_to(tmp_path)} (2 processes)" in err
+    # the command typed, not the one the parent started the processes with
+    assert f"-m experiments.run --resume {run.relative_to(tmp_path)} --processes 2" in err
 
 
 def test_gpus_are_shared_out_in_equal_blocks_or_not_at_all():

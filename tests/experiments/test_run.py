@@ -3,9 +3,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from tensorboard.backend.event_processing import event_accumulator
 
 from experiments import run
+from sciml.experiment._run import significant
 from sciml.training import Checkpointer, read_metrics
 
 
@@ -13,7 +16,37 @@ ROOT = Path(__file__).parents[2]
 QUICKSTART = str(ROOT / "experiments" / "configs" / "quickstart.py")
 
 
-def test_quickstart_tiny_end_to_end(tmp_path):
+def read_events(run_dir: Path) -> event_accumulator.EventAccumulator:
+    """The run's TensorBoard events as TensorBoard itself reads them (every
+    point kept, the points a resumed run logged again purged)."""
+    keep_all = {event_accumulator.SCALARS: 0, event_accumulator.IMAGES: 0}
+    events = event_accumulator.EventAccumulator(str(run_dir), size_guidance=keep_all)
+    events.Reload()
+    return events
+
+
+def assert_events_hold_the_metrics(run_dir: Path) -> event_accumulator.EventAccumulator:
+    """Every number of `metrics.jsonl` is a TensorBoard scalar `<split>/<name>`
+    at the same step, and TensorBoard shows no other point of those tags."""
+    events = read_events(run_dir)
+    expected: dict[str, dict[int, float]] = {}
+    for record in read_metrics(run_dir / "metrics.jsonl"):
+        for name, value in record.items():
+            if name not in ("step", "split") and isinstance(value, int | float):
+                expected.setdefault(f"{record['split']}/{name}", {})[record["step"]] = value
+    assert expected and "train/loss" in expected and "train/steps_per_s" in expected
+    logged = {tag for tag in events.Tags()["scalars"] if tag.startswith(("train/", "eval/"))}
+    assert logged == set(expected)
+    for tag, points in expected.items():
+        shown = [(event.step, event.value) for event in events.Scalars(tag)]
+        assert [step for step, _ in shown] == list(points), tag  # each step once, in order
+        # TensorBoard keeps float32 scalars
+        np.testing.assert_allclose([v for _, v in shown], list(points.values()), rtol=1e-6)
+    return events
+
+
+def test_quickstart_tiny_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # run from the checkout, as `make run` does
     config = run.load_config(QUICKSTART + ":tiny")
     summary = run.main_from_config(config, tmp_path)
     # 300 steps on 256 samples: far better than predicting zero (relative
@@ -29,7 +62,28 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     ):
         assert (tmp_path / name).is_file(), name
     assert Checkpointer(tmp_path / "checkpoints").latest_step() == 300
-    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    # the file holds 4 significant digits; the summary returned, every digit
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk.keys() == summary.keys() and summary["processes"] == 1
+    for key, value in summary.items():
+        expected = value if isinstance(value, int) else float(f"{value:.4g}")
+        assert on_disk[key] == expected, key
+    assert summary["train_seconds"] != on_disk["train_seconds"]  # more than 4 digits
+    # the config file by its path in the checkout, not this machine's
+    source = json.loads((tmp_path / "source.json").read_text())
+    assert source["ref"] == "experiments/configs/quickstart.py"
+
+    events = assert_events_hold_the_metrics(tmp_path)
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1
+    assert set(events.Tags()["images"]) == {"plots/loss", "plots/predictions"}
+    png = (tmp_path / "plots" / "loss.png").read_bytes()
+    assert events.Images("plots/loss")[0].encoded_image_string == png
+    assert events.Images("plots/loss")[0].step == 300
+    summary_tags = {t for t in events.Tags()["scalars"] if t.startswith("summary/")}
+    assert summary_tags == {f"summary/{k}" for k in summary}
+    start = events.SummaryMetadata("_hparams_/session_start_info").plugin_data
+    assert start.plugin_name == "hparams"
+    assert b"optimizer.learning_rate" in start.content  # the config's keys, dotted
 
 
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
@@ -66,6 +120,47 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     resumed = run.main_from_config(config, workdir)
     assert resumed["test_rel_l2"] == straight["test_rel_l2"]
     assert Checkpointer(workdir / "checkpoints").all_steps() == [200, 300]  # keep_checkpoints=2
+    # two event files (before and after the interruption); TensorBoard shows
+    # the points metrics.jsonl keeps, none twice
+    assert len(list(workdir.glob("events.out.tfevents.*"))) == 2
+    assert_events_hold_the_metrics(workdir)
+
+
+def test_ctrl_c_before_the_first_checkpoint_says_nothing_was_trained(tmp_path, monkeypatch, capsys):
+    # Before: "finished steps are checkpointed. Resume with: ..." of a run
+    # with no checkpoint to resume from.
+    from experiments.tasks import quickstart
+
+    def interrupted(config):
+        raise KeyboardInterrupt  # a Ctrl-C while the data are made
+
+    monkeypatch.setattr(quickstart, "build", interrupted)
+    args = ["--config", QUICKSTART + ":tiny", "--workdir", str(tmp_path / "run")]
+    assert run.main(args) == 130
+    err = capsys.readouterr().err
+    assert "nothing was trained yet; run the same command again." in err
+    assert "Resume with" not in err
+
+
+def test_list_names_every_config_with_its_minutes_and_gpu_flag(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as done:
+        run.main(["--list"])
+    assert done.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    files = sorted(p for p in (ROOT / "experiments" / "configs").glob("*.py"))
+    files = [p for p in files if not p.name.startswith("_")]
+    assert len(files) >= 19
+    for path in files:
+        name = str(path.relative_to(ROOT))
+        (line,) = [line for line in lines if line.split()[:1] == [name]]
+        default, tiny, *rest = line.split()[1:]
+        gpu = rest[0] == "GPU"
+        # minutes of both variants (a GPU-sized default may have none), then what it runs
+        assert (default == "-" and gpu) or default.isdigit(), line
+        assert tiny == "<1" or tiny.isdigit(), line
+        assert len(" ".join(rest[gpu:])) > 20, line
+    assert any(line.split()[3:4] == ["GPU"] for line in lines)  # the GPU-sized ones say so
 
 
 def test_overrides_are_typed():
@@ -154,4 +249,4 @@ def test_online_flagship_tiny_end_to_end(tmp_path):
     assert 0.0 < summary["val_rel_l2"] < 1.0
     for name in ("loss.png", "validation.png", "buffer.png", "predictions.png"):
         assert (tmp_path / "plots" / name).is_file(), name
-    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert json.loads((tmp_path / "summary.json").read_text()) == significant(summary)

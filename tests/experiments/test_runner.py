@@ -1,6 +1,8 @@
 """The library runner with a config file and task module outside the checkout,
 resume after SIGTERM, resume with more steps, and models read back from a run."""
 
+import ast
+import inspect
 import json
 import os
 import shlex
@@ -16,9 +18,9 @@ import jax
 import numpy as np
 import pytest
 
+from sciml._launch import sciml_run
 from sciml.experiment import (
     ConfigError,
-    cli,
     load_config,
     load_run,
     load_run_config,
@@ -151,11 +153,35 @@ def test_resume_command_names_the_interpreter_that_ran(monkeypatch, tmp_path):
     assert resume_command("sciml-run", "r") == "sciml-run --resume r"
 
 
-def test_console_script_is_the_library_cli():
+def test_console_script_is_the_library_cli_behind_a_light_module():
     tomllib = pytest.importorskip("tomllib")
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, name = scripts["sciml-run"].partition(":")
-    assert getattr(__import__(module, fromlist=[name]), name) is cli
+    assert getattr(__import__(module, fromlist=[name]), name) is sciml_run
+    # the module the command starts in imports the standard library only
+    tree = ast.parse((ROOT / "sciml" / "_launch.py").read_text())
+    top = {n.names[0].name for n in tree.body if isinstance(n, ast.Import)}
+    top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom)}
+    assert all(m.split(".")[0] in sys.stdlib_module_names | {"__future__"} for m in top), top
+    assert "sciml.experiment" in inspect.getsource(sciml_run)  # imported inside, guarded
+
+
+def test_ctrl_c_while_the_runner_imports_is_one_line(tmp_path):
+    # Before: a 38-line traceback of whatever module was loading.
+    code = (
+        "import os, signal, threading\n"
+        "from sciml._launch import sciml_run\n"
+        "threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "sciml_run()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == [
+        "SIGINT while starting: stopped before the run began; nothing was written."
+    ]
 
 
 @pytest.mark.slow
@@ -343,7 +369,8 @@ def test_resume_with_more_steps_stretches_the_schedule(tmp_path, capsys):
     assert main(["--resume", str(run), "--config.train.steps=40", "--json"]) == 0
     captured = capsys.readouterr()
     assert "resuming from step 20 of 40" in captured.err
-    assert json.loads(captured.out)["steps"] == 40
+    printed = json.loads(captured.out)  # every digit (summary.json holds four)
+    assert printed["steps"] == 40
     recorded = json.loads((run / "source.json").read_text())["overrides"]
     assert recorded == [["train.steps", "20"], ["train.steps", "40"]]
     records = [(m["split"], m["step"]) for m in read_metrics(run / "metrics.jsonl")]
@@ -359,9 +386,8 @@ def test_resume_with_more_steps_stretches_the_schedule(tmp_path, capsys):
     key_test = jax.random.split(jax.random.key(config.seed), 3)[1]
     args = (data.resolution, data.n_modes, data.diffusivity, data.t_final)
     x_test, y_test = heat_data(key_test, data.n_test, *args)
-    summary = json.loads((run / "summary.json").read_text())
     error = float(relative_l2(jax.vmap(model)(x_test), y_test))
-    np.testing.assert_allclose(error, summary["test_rel_l2"], rtol=1e-12)
+    np.testing.assert_allclose(error, printed["test_rel_l2"], rtol=1e-12)
 
 
 def _text_inside_figure(fig) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 from experiments import run
 from experiments.tasks.ssm.ptd_robustness import noise_step, sinusoids, top_frequency
 from experiments.tasks.ssm.ssm_common import adding_batch, recall_batch
+from sciml.experiment._run import significant
 from sciml.ssm import S5
 
 
@@ -66,7 +67,7 @@ def test_tiny_config_end_to_end(name, keys, tmp_path):
     summary = run.main_from_config(config, tmp_path)
     for key in keys:
         assert math.isfinite(summary[key]), key
-    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert json.loads((tmp_path / "summary.json").read_text()) == significant(summary)
     assert any((tmp_path / "plots").glob("*.png"))
     if name == "ptd_robustness":
         distance = {

@@ -4,6 +4,7 @@ error naming the argument. The silent cases (negative learning rates from
 values or trained on before these checks existed."""
 
 import dataclasses
+import functools
 import re
 
 import equinox as eqx
@@ -151,6 +152,29 @@ def test_loss_returning_a_vector():
 
     with pytest.raises(TypeError, match="`loss_fn` must return a real scalar loss"):
         _fit(loss_fn=vector)
+
+
+def test_batch_fn_of_one_argument_is_told_its_call():
+    # Before: Python's "takes 1 positional argument but 2 were given".
+    def one(step):
+        return jnp.ones((4, 2)), jnp.ones(4)
+
+    with pytest.raises(
+        TypeError, match=r"called as `batch_fn\(step, key\)`.*signature is `\(step\)`"
+    ):
+        _fit(batch_fn=one)
+    # a jitted batch function or a partial with the two left is fine
+    model, _, batch_fn = _toy()
+    assert _fit(batch_fn=jax.jit(batch_fn)).step == 2
+    assert (
+        _fit(batch_fn=functools.partial(lambda scale, step, key: batch_fn(step, key), 1)).step == 2
+    )
+
+
+def test_batch_fn_returning_nothing_is_refused():
+    # Before: a `batch_fn` without `return` ended training at step 0, as a stream that ended.
+    with pytest.raises(TypeError, match=r"`batch_fn\(0, key\)` returned None"):
+        _fit(batch_fn=lambda step, key: None)
 
 
 @pytest.mark.parametrize("key", [0, np.int32(3), jnp.zeros(3, jnp.uint32)])

@@ -179,3 +179,17 @@ def test_a_line_due_at_the_last_step_is_written_once_with_the_last_loss(monkeypa
     bar.update()
     bar.close()
     assert out.getvalue().splitlines() == ["train: step 2/10 (20%), 0.0256 steps/s, eta 5m12s"]
+
+
+def test_a_note_goes_above_a_bar_drawn_on_a_terminal(monkeypatch):
+    # Before: a signal's note was printed after the bar's text, on its line.
+    terminal = io.StringIO()
+    terminal.isatty = lambda: True
+    monkeypatch.setattr("sys.stderr", terminal)
+    bar = _progress.progress_bar(10, initial=0, desc="train", disable=False)
+    bar.update(3)
+    _progress.note("train: SIGINT received; checkpointing when the step in progress has finished")
+    bar.close()
+    pieces = re.split(r"[\r\n]", terminal.getvalue())
+    assert any(p.startswith("train: SIGINT received;") for p in pieces), terminal.getvalue()
+    assert "3/10" in terminal.getvalue()  # the bar was drawn

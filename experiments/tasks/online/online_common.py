@@ -76,7 +76,8 @@ class Surrogate:
       fields `(batch, *shape)` and `"params"` `(batch, n_params)`.
     - `evaluate(model, data) -> {"val_rel_l2": ..., ...}`: metrics on held-out
       runs `data` (the layout of `sciml.online.validation_data`).
-    - `plot(model, data, plot_dir)`: prediction plots on `data`.
+    - `plot(model, data, plot_dir, step=None)`: prediction plots on `data` of
+      the model after training step `step`.
     """
 
     model: Any
@@ -128,7 +129,7 @@ def run_online(
             eval_metrics=("val_rel_l2", "persistence_rel_l2"),
         )
         plot_study(workdir / "metrics.jsonl", plot_dir, run_name=config.name)
-        surrogate.plot(result.model, result.validation, plot_dir)
+        surrogate.plot(result.model, result.validation, plot_dir, result.summary["steps"])
     return result, online_summary(result, count_params(result.model), seconds)
 
 

@@ -23,7 +23,12 @@ from experiments.tasks.online.online_common import (
     online_task,
     validate_online_config,
 )
-from experiments.tasks.online.online_plots import Panel, plot_panels
+from experiments.tasks.online.online_plots import (
+    Panel,
+    error_limits,
+    plot_panels,
+    predictions_title,
+)
 from sciml._checks import check_choice
 from sciml.experiment import check_config, save_figure
 from sciml.online import Study
@@ -79,24 +84,29 @@ def make_evaluate(inputs, resolution: int):
     return evaluate
 
 
-def plot_predictions(model, inputs, data, plot_dir: Path, study: Study) -> None:
-    """Truth, prediction and |error| at three times of the first validation run."""
+def plot_predictions(
+    model, inputs, data, plot_dir: Path, study: Study, step: int | None = None
+) -> None:
+    """Truth, prediction and |error| at three times of the first validation run
+    (the errors on one colour scale), titled with the model's training step."""
     s = int(study.settings["resolution"])
     picks = [0, study.n_steps // 4, study.n_steps - 1]
     batch = {k: jnp.asarray(data[k][picks]) for k in ("t", "temperature", "params")}
     pred = np.asarray(apply(model, inputs(batch), s))
+    truths = [np.asarray(batch["temperature"][i, 0]) for i in range(len(picks))]
+    errors = error_limits([pred[i, 0] - truth for i, truth in enumerate(truths)])
     rows = []
-    for i, pick in enumerate(picks):
-        truth = np.asarray(batch["temperature"][i, 0])
+    for i, (pick, truth) in enumerate(zip(picks, truths)):
         limits = (float(truth.min()), float(truth.max()))
         panels = [
             Panel(truth, "truth", "inferno", limits),
             Panel(pred[i, 0], "prediction", "inferno", limits),
-            Panel(np.abs(pred[i, 0] - truth), "|error|", "magma"),
+            Panel(np.abs(pred[i, 0] - truth), "|error|", "magma", errors),
         ]
         t = float(data["t"][pick][0])
         rows.append((f"validation run {int(data['run'][pick])}\nt = {t:.3g}", panels))
-    save_figure(plot_panels(rows)[0, 0], plot_dir / "predictions.png", dpi=110)
+    axes = plot_panels(rows, title=predictions_title(step))
+    save_figure(axes[0, 0], plot_dir / "predictions.png", dpi=110)
 
 
 def surrogate(config, study: Study) -> Surrogate:
@@ -115,7 +125,9 @@ def surrogate(config, study: Study) -> Surrogate:
         model=model,
         loss_fn=make_loss_fn(inputs, s, config.train.loss),
         evaluate=make_evaluate(inputs, s),
-        plot=lambda model, data, plot_dir: plot_predictions(model, inputs, data, plot_dir, study),
+        plot=lambda model, data, plot_dir, step=None: plot_predictions(
+            model, inputs, data, plot_dir, study, step
+        ),
     )
 
 

@@ -22,7 +22,12 @@ from experiments.tasks.online.online_common import (
     online_task,
     validate_online_config,
 )
-from experiments.tasks.online.online_plots import Panel, plot_panels
+from experiments.tasks.online.online_plots import (
+    Panel,
+    error_limits,
+    plot_panels,
+    predictions_title,
+)
 from experiments.tasks.operators.operators_common import (
     build_model,
     predict,
@@ -86,29 +91,34 @@ def make_evaluate(inputs):
     return evaluate
 
 
-def plot_predictions(model, inputs, validation, plot_dir: Path, study: Study) -> None:
-    """ω(t), truth ω(t + Δ), prediction and |error| for three validation steps."""
+def plot_predictions(
+    model, inputs, validation, plot_dir: Path, study: Study, step: int | None = None
+) -> None:
+    """ω(t), truth ω(t + Δ), prediction and |error| for three validation steps
+    (the errors on one colour scale), titled with the model's training step."""
     n_steps = study.n_steps
     interval = float(study.settings.get("interval", float("nan")))  # Δ: time between the pair
     picks = [0, n_steps // 2, validation["w"].shape[0] - 1]
     batch = {k: jnp.asarray(validation[k][picks]) for k in ("w", "w_next", "params")}
     x, y = inputs(batch)
     pred = np.asarray(predict(model, x))
+    truths = [np.asarray(y[i, 0]) for i in range(len(picks))]
+    errors = error_limits([pred[i, 0] - truth for i, truth in enumerate(truths)])
     rows = []
-    for i, pick in enumerate(picks):
-        truth = np.asarray(y[i, 0])
+    for i, (pick, truth) in enumerate(zip(picks, truths)):
         vmax = float(np.max(np.abs(truth)))
         limits, bar = (-vmax, vmax), "vorticity ω"
         panels = [
             Panel(np.asarray(x[i, 0]), "input ω(t)", "RdBu_r", limits, bar),
             Panel(truth, f"truth ω(t + Δ), Δ = {interval:g}", "RdBu_r", limits, bar),
             Panel(pred[i, 0], "prediction of ω(t + Δ)", "RdBu_r", limits, bar),
-            Panel(np.abs(pred[i, 0] - truth), "|prediction − truth|", "magma", None, "|ω error|"),
+            Panel(np.abs(pred[i, 0] - truth), "|prediction − truth|", "magma", errors, "|ω error|"),
         ]
-        run, step = int(validation["run"][pick]), int(validation["step"][pick])
+        run, step_of_run = int(validation["run"][pick]), int(validation["step"][pick])
         nu = float(validation["params"][pick][study.space.names.index("viscosity")])
-        rows.append((f"validation run {run}, step {step}\nν = {nu:.2e}", panels))
-    save_figure(plot_panels(rows)[0, 0], plot_dir / "predictions.png", dpi=110)
+        rows.append((f"validation run {run}, step {step_of_run}\nν = {nu:.2e}", panels))
+    axes = plot_panels(rows, title=predictions_title(step))
+    save_figure(axes[0, 0], plot_dir / "predictions.png", dpi=110)
 
 
 def surrogate(config, study: Study) -> Surrogate:
@@ -121,7 +131,9 @@ def surrogate(config, study: Study) -> Surrogate:
         model=model,
         loss_fn=make_loss_fn(inputs, config.train.loss),
         evaluate=make_evaluate(inputs),
-        plot=lambda model, data, plot_dir: plot_predictions(model, inputs, data, plot_dir, study),
+        plot=lambda model, data, plot_dir, step=None: plot_predictions(
+            model, inputs, data, plot_dir, study, step
+        ),
     )
 
 

@@ -150,12 +150,12 @@ class Panel(NamedTuple):
     bar_label: str | None = None
 
 
-def plot_panels(rows: list[tuple[str, list[Panel]]], axes=None) -> Any:
+def plot_panels(rows: list[tuple[str, list[Panel]]], axes=None, *, title: str | None = None) -> Any:
     """Rows of fields side by side, each with its colour bar and the row's label.
 
     **Arguments:** `rows`, `(row label, panels)` pairs; `axes`, a 2-D array
     of matplotlib axes, one row per pair (default: a new figure, 3.2 in high a
-    row).
+    row); `title`, over the figure.
 
     **Returns:** the axes.
     """
@@ -176,6 +176,20 @@ def plot_panels(rows: list[tuple[str, list[Panel]]], axes=None) -> Any:
             if panel.bar_label is not None:
                 bar.set_label(panel.bar_label)
         row[0].set_ylabel(label)
+    if title is not None:
+        fig.suptitle(title)
     if new:
         fig.tight_layout()
     return axes
+
+
+def error_limits(errors: list[Any]) -> tuple[float, float]:
+    """One colour range `(0, max)` for the error panels of every row, so that
+    rows can be compared by their colours."""
+    return 0.0, max(float(abs(e).max()) for e in errors)
+
+
+def predictions_title(step: int | None) -> str:
+    """The title of a predictions figure: the step of the model shown."""
+    shown = "the trained model" if step is None else f"the model after training step {step:,}"
+    return f"validation predictions of {shown} (one error scale for all rows)"

@@ -114,7 +114,7 @@ def run_offline(
         loss_fn=surrogate.loss_fn,
         batch_fn=make_batch_fn(data, int(config.train.batch_size)),
         evaluate=lambda model: surrogate.evaluate(model, test),
-        plot=lambda model, plot_dir: surrogate.plot(model, test, plot_dir),
+        plot=lambda model, plot_dir: surrogate.plot(model, test, plot_dir, int(config.train.steps)),
     )
     trained = train_experiment(
         experiment, config, workdir, tag={"part": "offline"}, description="offline"

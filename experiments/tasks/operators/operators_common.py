@@ -289,10 +289,13 @@ def make_evaluate(
     return evaluate
 
 
-def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("input", "truth")):
+def plot_predictions(
+    model, data: OperatorData, plot_dir: Path, *, labels=("input", "truth"), step=None
+):
     """input / truth / prediction / |error| of the first test sample, one row per
     grid (the training grid and, if present, the zero-shot finer grid; the grid
-    is named on the row, so the panel titles stay short)."""
+    is named on the row, so the panel titles stay short); the errors of both
+    rows on one colour scale, the title naming the model's training `step`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -303,24 +306,30 @@ def plot_predictions(model, data: OperatorData, plot_dir: Path, *, labels=("inpu
     if data.x_test_2x is not None:
         s2 = data.x_test_2x.shape[-1]
         rows.append((f"test sample 0\n{s2}×{s2} (zero-shot)", data.x_test_2x, data.y_test_2x))
-    fig, axes = plt.subplots(len(rows), 4, figsize=(13, 3.3 * len(rows)), squeeze=False)
-    for row, (row_label, x, y) in zip(axes, rows):
+    fields = []
+    for row_label, x, y in rows:
         x0 = np.asarray(x[0, 0]) * data.x_std + data.x_mean
         y0 = np.asarray(y[0, 0]) * data.y_std
         pred = np.asarray(predict(model, x[:1], batch_size=1)[0, 0]) * data.y_std
+        fields.append((row_label, x0, y0, pred))
+    error_max = max(float(np.max(np.abs(pred - y0))) for _, _, y0, pred in fields)
+    fig, axes = plt.subplots(len(rows), 4, figsize=(13, 3.3 * len(rows) + 0.4), squeeze=False)
+    for row, (row_label, x0, y0, pred) in zip(axes, fields):
         panels = [
-            (x0, labels[0], "viridis"),
-            (y0, labels[1], "RdBu_r"),
-            (pred, "prediction", "RdBu_r"),
-            (np.abs(pred - y0), "|error|", "magma"),
+            (x0, labels[0], "viridis", {}),
+            (y0, labels[1], "RdBu_r", None),
+            (pred, "prediction", "RdBu_r", None),
+            (np.abs(pred - y0), "|error|", "magma", {"vmin": 0.0, "vmax": error_max}),
         ]
         vmax = float(np.max(np.abs(y0)))
-        for ax, (field, title, cmap) in zip(row, panels):
-            kwargs = {"vmin": -vmax, "vmax": vmax} if cmap == "RdBu_r" else {}
+        for ax, (field, title, cmap, limits) in zip(row, panels):
+            kwargs = {"vmin": -vmax, "vmax": vmax} if limits is None else limits
             image = ax.imshow(field.T, origin="lower", cmap=cmap, **kwargs)
             ax.set(title=title, xticks=[], yticks=[])
             fig.colorbar(image, ax=ax, fraction=0.046)
         row[0].set_ylabel(row_label)
+    shown = "the trained model" if step is None else f"the model after training step {step:,}"
+    fig.suptitle(f"test predictions of {shown} (one error scale for all rows)")
     fig.tight_layout()
     save_figure(fig, plot_dir / "predictions.png", dpi=110)
     return fig
@@ -372,7 +381,9 @@ def build_experiment(
             domain_length_2x=domain_length_2x,
             train=bool(config.get("eval_on_train", False)),
         ),
-        plot=lambda model, plot_dir: plot_predictions(model, data, plot_dir, labels=labels),
+        plot=lambda model, plot_dir: plot_predictions(
+            model, data, plot_dir, labels=labels, step=int(config.train.steps)
+        ),
     )
 
 
