@@ -19,13 +19,15 @@ from sciml.experiment import About, defaults
 
 ABOUT = About(
     "ParaGRU and ParaLSTM against a Transformer and S5, 3 paired seeds (:sweep picks rates)",
-    minutes=75,
+    minutes=240,
     tiny_minutes=0.5,
 )
 
 
 # chosen by `:sweep` (docs/results.md has its table)
-LEARNING_RATES = {"paragru": 3e-3, "paralstm": 3e-3, "transformer": 3e-3, "s5": 3e-3}
+# (every model's best at 1e-2, inside the grid: the recurrences diverged at 3e-2,
+# the Transformer and S5 were worse there)
+LEARNING_RATES = {"paragru": 1e-2, "paralstm": 1e-2, "transformer": 1e-2, "s5": 1e-2}
 
 
 def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
@@ -34,7 +36,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
         "experiments.tasks.pararnn.lm_compare",
         steps=2000,
         batch_size=16,
-        learning_rate=3e-3,  # replaced per model by `learning_rates`
+        learning_rate=1e-2,  # replaced per model by `learning_rates`
         train={"log_every": 50, "eval_every": 500, "checkpoint_every": 500, "keep_checkpoints": 2},
         optimizer={
             "name": "adamw",
@@ -79,7 +81,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
 
 def sweep(config: ml_collections.ConfigDict) -> None:
     """The learning-rate sweep behind `LEARNING_RATES`: one seed, 1,000 steps."""
-    config.sweep_learning_rates = (1e-3, 3e-3, 1e-2)
+    config.sweep_learning_rates = (1e-3, 3e-3, 1e-2, 3e-2)
     config.train.steps = 1000
 
 
