@@ -21,7 +21,15 @@ continues a stopped run, and the mesh solutions it finished are read back.
 import ml_collections
 
 from experiments.configs._insr import insr_config
-from sciml.experiment import defaults
+from sciml.experiment import About, defaults
+
+
+ABOUT = About(
+    "INSR on the paper's clamped stretch against converged P1 / P2 meshes (:small: 23 CPU minutes)",
+    minutes=None,
+    tiny_minutes=0.5,
+    gpu=True,
+)
 
 
 def tiny(config: ml_collections.ConfigDict) -> None:
