@@ -233,8 +233,8 @@ def plot_errors_against_size(ax, rows: dict[str, dict]) -> None:
     for spec, r in rows.items():
         if r["test_rel_l2"] is None:
             continue
-        model = spec.split("@")[0]  # a learning-rate suffix does not change the model
-        marker = "s" if model == "dense" else ("^" if model.startswith("mg") else "o")
+        match = SPEC.match(spec)  # the grammar's parse, learning-rate suffix and all
+        marker = "s" if match["kind"] == "dense" else ("^" if match["levels"] else "o")
         ax.loglog(r["n_params"], r["test_rel_l2"], marker, label=spec_label(spec))
     ax.set(xlabel="parameters", ylabel="test relative L2 error")
     readable_log_ticks(ax, "x")
