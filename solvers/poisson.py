@@ -59,6 +59,7 @@ __all__ = [
     "random_rhs",
     "remove_isolated_fluid",
     "solve",
+    "velocity_divergence",
 ]
 
 SHARED_KEYS: tuple[str, ...] = ()
@@ -142,6 +143,36 @@ def project_rhs(labels: np.ndarray, b: np.ndarray) -> np.ndarray:
     return b
 
 
+def velocity_divergence(labels: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+    """The discrete divergence `div u` on the cells of a cell-centred velocity
+    `velocity` (`(dim, *grid)`), in grid units (`h = 1`).
+
+    Face velocities are the mean of the two cells a face joins, and zero on
+    every face of a SOLID cell and on the grid's boundary (a wall), so that
+    `div u` summed over a closed fluid component is zero (no flux through its
+    walls): `−div u` is a consistent right-hand side of the scene's matrix.
+    Returns `(*grid)`, zero at non-fluid cells.
+    """
+    labels = check_labels(labels)
+    velocity = np.asarray(velocity, dtype=float)
+    if velocity.shape != (labels.ndim, *labels.shape):
+        raise ValueError(
+            f"velocity must have shape {(labels.ndim, *labels.shape)} (one component per "
+            f"axis on the grid), got {velocity.shape}."
+        )
+    open_ = labels != SOLID
+    div = np.zeros(labels.shape)
+    for axis in range(labels.ndim):
+        u = np.moveaxis(velocity[axis], axis, 0)
+        o = np.moveaxis(open_, axis, 0)
+        # the interior faces along `axis`; boundary faces stay zero
+        face = 0.5 * (u[1:] + u[:-1]) * (o[1:] & o[:-1])
+        flux = np.zeros((u.shape[0] + 1, *u.shape[1:]))
+        flux[1:-1] = face
+        div += np.moveaxis(flux[1:] - flux[:-1], 0, axis)
+    return np.where(labels == FLUID, div, 0.0)
+
+
 def random_rhs(
     labels: np.ndarray,
     *,
@@ -153,20 +184,28 @@ def random_rhs(
 
     `kind`: `"noise"` (white noise on fluid cells), `"smooth"` (white noise
     blurred by a Gaussian of `smoothing` cells, closer to the divergence of a
-    velocity field), or `"range"` (`A z` for white noise `z`). Every kind is
+    velocity field), `"range"` (`A z` for white noise `z`) or `"divergence"`
+    (`b = −div u*` of a random smooth velocity `u*`, a pressure projection's
+    right-hand side: see [`velocity_divergence`][solvers.poisson.velocity_divergence],
+    each component white noise blurred by `smoothing` cells). Every kind is
     then projected with [`project_rhs`][solvers.poisson.project_rhs] and normalised.
     """
     labels = check_labels(labels)
     rng = np.random.default_rng(seed)
-    z = rng.standard_normal(labels.shape)
+    if kind == "divergence":
+        velocity = rng.standard_normal((labels.ndim, *labels.shape))
+        velocity = np.stack([ndi.gaussian_filter(u, smoothing, mode="wrap") for u in velocity])
+        b = -velocity_divergence(labels, velocity)
+    else:
+        z = rng.standard_normal(labels.shape)
     if kind == "noise":
         b = z
     elif kind == "smooth":
         b = ndi.gaussian_filter(z, smoothing, mode="wrap")
     elif kind == "range":
         b = (assemble(labels) @ np.where(labels == FLUID, z, 0).ravel()).reshape(labels.shape)
-    else:
-        raise ValueError(f"kind must be 'noise', 'smooth' or 'range', got {kind!r}.")
+    elif kind != "divergence":
+        raise ValueError(f"kind must be 'noise', 'smooth', 'range' or 'divergence', got {kind!r}.")
     b = project_rhs(labels, b)
     norm = np.linalg.norm(b)
     if norm == 0:

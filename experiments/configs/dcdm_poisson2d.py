@@ -34,6 +34,10 @@ def data_block(dim: int, resolution: int, *, n_ritz: int, n_rhs: int) -> ml_coll
     data.factor = 9.0
     data.low_fraction = 0.6  # None: the first paper's k/2 + 500 rule
     data.rhs_seed = 0
+    # several training scenes at once: every resolution × family (empty: the
+    # one scene of `resolution` and `free_surface`)
+    data.resolutions = ()
+    data.families = ()  # "closed", "free_surface"
     return data
 
 
@@ -45,11 +49,14 @@ def model_block() -> ml_collections.ConfigDict:
     model.loss = "auto"  # "paper", "a_norm"; auto: paper's for kind="paper", else A-norm
     model.pairs = (2, 3, 2)  # the paper's N = 64 model: 4 + 6 + 4 convs
     model.width = 16
-    model.label_channels = False  # fluid / solid / air one-hot, as in Lan et al. 2024
+    # fluid / solid / air one-hot, as in Lan et al. 2024 (paper network: input
+    # channels; multilevel: per-level multiplicative masks, N stays linear)
+    model.label_channels = False
     model.odd = False  # paper network: keep only its odd part
     model.reference_layout = False  # paper network: the reference code's first stage
     model.smooth = 2  # multilevel: residual convolutions per level and side
     model.coarsest = 4  # multilevel: pool while the smallest side exceeds this
+    model.gains = 1  # multilevel: 1 shared coarse-correction gain, or one per level
     model.init = ""  # multilevel: start from shipped weights ("poisson2d"), e.g. to fine-tune
     return model
 
@@ -59,7 +66,10 @@ def eval_block(resolutions, scene_seeds) -> ml_collections.ConfigDict:
     ev.resolutions = resolutions
     ev.scene_seeds = scene_seeds  # held out: the training scene has seed data.scene_seed
     ev.methods = ("dcdm", "cg", "jacobi", "ic0", "mic0", "amg")
+    ev.families = ()  # "closed", "free_surface" (empty: data.free_surface's one)
+    ev.rhs = "smooth"  # or "divergence" (−div u* of a random smooth velocity)
     ev.rtol = 1e-6
+    ev.rtols = ()  # looser tolerances, read off the same iterates
     ev.max_steps = 4000
     ev.n_orthogonal = 2
     ev.x64 = True

@@ -32,6 +32,25 @@ positive semi-definite by construction, definite on the fluid cells whenever
 cell), so [`solve`][sciml.dcdm.solve] with it *is* PCG. One evaluation costs
 two passes of `N`; train it with the A-norm loss
 ([`a_norm_loss`][sciml.dcdm.a_norm_loss]).
+
+Two options serve grids deeper than the training ones and scenes with both
+walls and air. `gains=L` gives every level its own gain `g_l`, counted from
+the coarsest level (`g_1` joins the coarsest level to the one above it), so a
+deeper grid reuses the trained coarse gains and only its extra top levels
+repeat `g_L`. `geometry=True` scales the smoothed features on every level by
+a mask that depends on the cell labels only,
+
+$$s = m \odot S_{\text{pre}}(h),\qquad m = \phi\,W,$$
+
+`φ` the `(fluid, solid, air)` fractions of the cells under each coarse cell
+(the one-hot labels pooled to that level) and `W` a learned `3 × width`
+matrix (initialised to ones: `m = 1` inside the grid), so a coarse level can
+tell a face where the correction must vanish (air) from one where it must
+not (solid). `m` is a fixed diagonal for a given scene, so `N` stays linear in
+the residual and `NᵀN` symmetric positive semi-definite (the transpose
+applies the same `m` at the mirrored place); the network then takes the
+label channels after the residual (`in_channels == 4`), which
+[`direction_fn`][sciml.dcdm.direction_fn] supplies from its `labels_onehot`.
 """
 
 from __future__ import annotations
@@ -67,21 +86,30 @@ class MultilevelDCDMNet(eqx.Module):
     - `smooth`: linear residual convolutions before and after the coarse
       correction on every level, and on the coarsest level.
     - `coarsest`: pool while every side is even and the smallest exceeds this.
+    - `gains`: `1` for one coarse-correction gain shared by every level (the
+      shipped networks), or the number of per-level gains, counted from the
+      coarsest level (levels above the last one reuse it).
+    - `geometry`: per-level masks from the pooled cell labels (module
+      docstring); the input then carries the `(fluid, solid, air)` one-hot
+      channels after the residual.
     - `dtype`: parameter dtype (float32 by default).
     - `key`: PRNG key for the initialisation.
 
-    Calling: `net(x)` with `x` of shape `(1, *grid)`; returns `grid`. Use it
+    Calling: `net(x)` with `x` of shape `(in_channels, *grid)` (the residual,
+    then with `geometry` the label channels of
+    [`label_channels`][sciml.dcdm.label_channels]); returns `grid`. Use it
     through [`direction_fn`][sciml.dcdm.direction_fn] like the other
     generators. `net.factor(x)` is `N x` (`(width, *grid)`),
-    `net.factor_transpose(y)` is `Nᵀ y`, and `net.levels(grid)` is the number
-    of levels used on `grid`.
+    `net.factor_transpose(y, labels_onehot)` is `Nᵀ y`, and
+    `net.levels(grid)` is the number of levels used on `grid`.
     """
 
     stem: eqx.nn.Conv
     pre: tuple[eqx.nn.Conv, ...]
     post: tuple[eqx.nn.Conv, ...]
     coarse: tuple[eqx.nn.Conv, ...]
-    gain: Float[Array, ""]
+    gain: Float[Array, ""] | Float[Array, " gains"]
+    geometry: Float[Array, "3 width"] | None
     dim: int = eqx.field(static=True)
     coarsest: int = eqx.field(static=True)
 
@@ -92,6 +120,8 @@ class MultilevelDCDMNet(eqx.Module):
         width: int = 8,
         smooth: int = 2,
         coarsest: int = 4,
+        gains: int = 1,
+        geometry: bool = False,
         dtype=jnp.float32,
         key: PRNGKeyArray,
     ):
@@ -100,6 +130,9 @@ class MultilevelDCDMNet(eqx.Module):
         width = check_positive_int("width", width)
         smooth = check_positive_int("smooth", smooth)
         self.coarsest = check_positive_int("coarsest", coarsest)
+        gains = check_positive_int("gains", gains)
+        if not isinstance(geometry, bool):
+            raise ValueError(f"`geometry` must be True or False, got {geometry!r}.")
         self.dim = dim
         keys = iter(jax.random.split(key, 1 + 3 * smooth))
 
@@ -114,11 +147,26 @@ class MultilevelDCDMNet(eqx.Module):
         self.pre, self.post, self.coarse = (
             tuple(conv(width, 0.3) for _ in range(smooth)) for _ in range(3)
         )
-        self.gain = jnp.asarray(2.0, dtype)
+        # one shared gain keeps the shape the shipped weights were saved with
+        self.gain = jnp.full(() if gains == 1 else (gains,), 2.0, dtype)
+        self.geometry = jnp.ones((3, width), dtype) if geometry else None
 
     @property
     def in_channels(self) -> int:
-        return 1
+        """1 (the residual), or 4 with `geometry` (the residual and the label channels)."""
+        return 1 if self.geometry is None else 4
+
+    @property
+    def gains(self) -> int:
+        """How many coarse-correction gains (1: one shared by every level)."""
+        return 1 if self.gain.ndim == 0 else self.gain.shape[0]
+
+    def level_gain(self, levels: int) -> Float[Array, ""]:
+        """The gain of the coarse correction on a level `levels` pools above
+        the coarsest (`levels ≥ 1`; beyond `gains`, the last gain)."""
+        if self.gain.ndim == 0:
+            return self.gain
+        return self.gain[min(levels, self.gain.shape[0]) - 1]
 
     @property
     def dtype(self):
@@ -140,18 +188,38 @@ class MultilevelDCDMNet(eqx.Module):
             kernels[name] = [kernel(c.weight, residual=True) for c in getattr(self, name)]
         return kernels
 
-    def _vcycle(self, k: dict, h: Array) -> Array:
-        s = _smooth(k["pre"], h)
-        if self.levels(s.shape[:-1]) == 0:
-            return _smooth(k["coarse"], s)
-        return _smooth(k["post"], s + self.gain * upsample(self._vcycle(k, pool(s))))
+    def masks(self, labels_onehot: Float[Array, " 3 *grid"] | None) -> list[Array] | None:
+        """The geometry masks `m = φ W` of every level, finest first (channels
+        last, `(*grid_l, width)`), or `None` without `geometry`."""
+        if self.geometry is None:
+            return None
+        fractions = jnp.moveaxis(jnp.asarray(labels_onehot, self.dtype), 0, -1)
+        masks = [fractions @ self.geometry]
+        for _ in range(self.levels(fractions.shape[:-1])):
+            fractions = pool(fractions)
+            masks.append(fractions @ self.geometry)
+        return masks
 
-    def _vcycle_transpose(self, k: dict, t: Array) -> Array:
-        if self.levels(t.shape[:-1]) == 0:
+    def _vcycle(self, k: dict, h: Array, masks: list[Array] | None) -> Array:
+        s = _smooth(k["pre"], h)
+        if masks is not None:
+            s = masks[0] * s
+        levels = self.levels(s.shape[:-1])
+        if levels == 0:
+            return _smooth(k["coarse"], s)
+        coarse = self._vcycle(k, pool(s), None if masks is None else masks[1:])
+        return _smooth(k["post"], s + self.level_gain(levels) * upsample(coarse))
+
+    def _vcycle_transpose(self, k: dict, t: Array, masks: list[Array] | None) -> Array:
+        levels = self.levels(t.shape[:-1])
+        if levels == 0:
             t = _smooth_transpose(k["coarse"], t)
         else:
             t = _smooth_transpose(k["post"], t)
-            t = t + self.gain * upsample(self._vcycle_transpose(k, pool(t)))
+            coarse = self._vcycle_transpose(k, pool(t), None if masks is None else masks[1:])
+            t = t + self.level_gain(levels) * upsample(coarse)
+        if masks is not None:
+            t = masks[0] * t
         return _smooth_transpose(k["pre"], t)
 
     def _check(self, x: Array, channels: int, name: str) -> None:
@@ -161,28 +229,43 @@ class MultilevelDCDMNet(eqx.Module):
                 f"{self.dim}-D grid, got shape {x.shape}."
             )
 
-    def _factor(self, k: dict, x: Array) -> Array:
+    def _factor(self, k: dict, x: Array, masks: list[Array] | None) -> Array:
         """`N x` channels last: `(*grid, 1) → (*grid, width)`."""
-        return self._vcycle(k, conv(x, k["stem"][0]))
+        return self._vcycle(k, conv(x, k["stem"][0]), masks)
 
-    def _factor_transpose(self, k: dict, y: Array) -> Array:
+    def _factor_transpose(self, k: dict, y: Array, masks: list[Array] | None) -> Array:
         """`Nᵀ y` channels last: `(*grid, width) → (*grid, 1)`."""
-        return conv(self._vcycle_transpose(k, y), transposed(k["stem"][0]))
+        return conv(self._vcycle_transpose(k, y, masks), transposed(k["stem"][0]))
 
-    def factor(self, x: Float[Array, " 1 *grid"]) -> Float[Array, " width *grid"]:
-        """`N x`, the linear V-cycle."""
-        self._check(x, 1, "factor")
-        y = self._factor(self._kernels(), jnp.moveaxis(x.astype(self.dtype), 0, -1))
+    def factor(self, x: Float[Array, " in_channels *grid"]) -> Float[Array, " width *grid"]:
+        """`N x`, the linear V-cycle (`x`: the residual, then with `geometry`
+        the label channels)."""
+        self._check(x, self.in_channels, "factor")
+        masks = None if self.geometry is None else self.masks(x[1:])
+        y = self._factor(self._kernels(), jnp.moveaxis(x[:1].astype(self.dtype), 0, -1), masks)
         return jnp.moveaxis(y, -1, 0)
 
-    def factor_transpose(self, y: Float[Array, " width *grid"]) -> Float[Array, " 1 *grid"]:
-        """`Nᵀ y`, the exact transpose of `factor`."""
+    def factor_transpose(
+        self, y: Float[Array, " width *grid"], labels_onehot: Float[Array, " 3 *grid"] | None = None
+    ) -> Float[Array, " 1 *grid"]:
+        """`Nᵀ y`, the exact transpose of `factor` (with `geometry`, for the
+        scene of `labels_onehot`)."""
         self._check(y, self.stem.weight.shape[0], "factor_transpose")
-        z = self._factor_transpose(self._kernels(), jnp.moveaxis(y.astype(self.dtype), 0, -1))
+        got = None if labels_onehot is None else tuple(jnp.shape(labels_onehot))
+        if self.geometry is not None and got != (3, *y.shape[1:]):
+            raise ValueError(
+                "this MultilevelDCDMNet has geometry masks: `labels_onehot` must be the label "
+                f"channels `(3, *grid)` of the grid of `y` {y.shape[1:]}, got {got}."
+            )
+        masks = self.masks(labels_onehot)
+        z = self._factor_transpose(
+            self._kernels(), jnp.moveaxis(y.astype(self.dtype), 0, -1), masks
+        )
         return jnp.moveaxis(z, -1, 0)
 
-    def __call__(self, x: Float[Array, " 1 *grid"]) -> Float[Array, "*grid"]:
-        self._check(x, 1, "input")
+    def __call__(self, x: Float[Array, " in_channels *grid"]) -> Float[Array, "*grid"]:
+        self._check(x, self.in_channels, "input")
+        masks = None if self.geometry is None else self.masks(x[1:])
         k = self._kernels()
         h = x[0].astype(self.dtype)[..., None]
-        return self._factor_transpose(k, self._factor(k, h))[..., 0]
+        return self._factor_transpose(k, self._factor(k, h, masks), masks)[..., 0]

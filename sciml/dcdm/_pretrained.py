@@ -91,6 +91,9 @@ def pretrained(name: str = "poisson2d") -> MultilevelDCDMNet:
         width=arch["width"],
         smooth=arch["smooth"],
         coarsest=arch["coarsest"],
+        # written only for weights with per-level gains or geometry masks
+        gains=arch.get("gains", 1),
+        geometry=arch.get("geometry", False),
         key=jax.random.key(0),
     )
     with resources.files(__package__).joinpath(f"weights/{name}.eqx").open("rb") as f:

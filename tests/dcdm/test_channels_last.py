@@ -5,12 +5,14 @@ transpose by `jax.linear_transpose` of that reference, in float64."""
 
 import itertools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sciml.dcdm import MultilevelDCDMNet, pretrained
+from sciml.dcdm import MultilevelDCDMNet, label_channels, pretrained
+from solvers.poisson import make_scene
 
 
 def tap_conv(x, weight):
@@ -25,10 +27,11 @@ def tap_conv(x, weight):
     return y
 
 
-def reference_factor(net, x):
-    """`N x` by the V-cycle's definition (module docstring), float64."""
+def reference_factor(net, x, labels=None):
+    """`N x` by the V-cycle's definition (module docstring), float64; `x` is
+    the residual channel, `labels` the label channels for geometry masks."""
     w = lambda conv: jnp.asarray(conv.weight, jnp.float64)  # noqa: E731
-    gain = jnp.asarray(net.gain, jnp.float64)
+    gains = jnp.atleast_1d(jnp.asarray(net.gain, jnp.float64))
 
     def smooth(convs, h):
         for conv in convs:
@@ -47,40 +50,70 @@ def reference_factor(net, x):
             h = jnp.repeat(h, 2, axis=axis)
         return h
 
-    def vcycle(h):
+    def vcycle(h, labels):
         s = smooth(net.pre, h)
-        if net.levels(s.shape[1:]) == 0:
+        if labels is not None:  # mask[c, p] = Σ_k fraction of label k under p · W[k, c]
+            s = s * jnp.einsum("k...,kc->c...", labels, jnp.asarray(net.geometry, jnp.float64))
+        levels = net.levels(s.shape[1:])
+        if levels == 0:
             return smooth(net.coarse, s)
-        return smooth(net.post, s + gain * upsample(vcycle(pool(s))))
+        gain = gains[min(levels, len(gains)) - 1]  # counted from the coarsest level
+        coarse = vcycle(pool(s), None if labels is None else pool(labels))
+        return smooth(net.post, s + gain * upsample(coarse))
 
-    return vcycle(tap_conv(x, w(net.stem)))
+    labels = None if net.geometry is None else jnp.asarray(labels, jnp.float64)
+    return vcycle(tap_conv(x, w(net.stem)), labels)
 
 
 @jax.jit
 def reference_gram(net, x):
     """`Nᵀ N x` of the reference (float64)."""
     x = jnp.asarray(x, jnp.float64)
-    (z,) = jax.linear_transpose(lambda x: reference_factor(net, x), x)(reference_factor(net, x))
+    factor = lambda r: reference_factor(net, r, x[1:])  # noqa: E731  (linear in r alone)
+    (z,) = jax.linear_transpose(factor, x[:1])(factor(x[:1]))
     return z[0]
 
 
+def with_options(net, key):
+    """`net` with random per-level gains (around 2) and geometry weights, so
+    that a wrong level index or a misplaced mask shows."""
+    k1, k2 = jax.random.split(key)
+    net = eqx.tree_at(lambda n: n.gain, net, net.gain + jax.random.uniform(k1, net.gain.shape))
+    if net.geometry is not None:
+        weights = jax.random.uniform(k2, net.geometry.shape, net.geometry.dtype, 0.2, 1.8)
+        net = eqx.tree_at(lambda n: n.geometry, net, weights)
+    return net
+
+
 @pytest.mark.parametrize(
-    "dim, n, coarsest", [(2, 16, 4), pytest.param(3, 8, 2, marks=pytest.mark.slow)]
+    "dim, n, coarsest, options",
+    [
+        (2, 16, 4, {}),
+        # three levels, two gains: the top level reuses the second
+        (2, 32, 4, {"gains": 2, "geometry": True}),
+        pytest.param(3, 8, 2, {}, marks=pytest.mark.slow),
+    ],
 )
-def test_float64_pass_matches_the_reference(dim, n, coarsest, getkey):
+def test_float64_pass_matches_the_reference(dim, n, coarsest, options, getkey):
     net = MultilevelDCDMNet(
-        dim, width=3, smooth=2, coarsest=coarsest, dtype=jnp.float64, key=getkey()
+        dim, width=3, smooth=2, coarsest=coarsest, dtype=jnp.float64, key=getkey(), **options
     )
-    assert net.levels((n,) * dim) == 2
+    net = with_options(net, getkey())
+    assert net.levels((n,) * dim) == (3 if options else 2)
     x = jax.random.normal(getkey(), (1,) + (n,) * dim, jnp.float64)
+    if net.geometry is not None:  # a scene with fluid, solid and air cells
+        labels = make_scene(n, dim=dim, seed=4, n_obstacles=2, free_surface=True)
+        x = jnp.concatenate([x, label_channels(labels).astype(jnp.float64)])
     y = jax.random.normal(getkey(), (3,) + (n,) * dim, jnp.float64)
 
     @jax.jit
     def pairs(net, x, y):
-        transpose = jax.linear_transpose(lambda x: reference_factor(net, x), x)
+        factor = lambda r: reference_factor(net, r, x[1:])  # noqa: E731
+        transpose = jax.linear_transpose(factor, x[:1])
+        onehot = x[1:] if net.geometry is not None else None
         return [
-            (net.factor(x), reference_factor(net, x)),
-            (net.factor_transpose(y), transpose(y)[0]),
+            (net.factor(x), factor(x[:1])),
+            (net.factor_transpose(y, onehot), transpose(y)[0]),
             (net(x), reference_gram(net, x)),
         ]
 

@@ -9,8 +9,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sciml.dcdm import DCDM, MultilevelDCDMNet, PrecisionWarning, direction_fn, solve
+from sciml.dcdm import (
+    DCDM,
+    MultilevelDCDMNet,
+    PrecisionWarning,
+    direction_fn,
+    label_channels,
+    solve,
+)
 from solvers.poisson import FLUID, PoissonOperator, assemble, make_scene
+from tests.dcdm.test_channels_last import with_options
 from tests.dcdm.test_iteration import reference_pcg
 
 
@@ -52,6 +60,30 @@ def test_gram_matrix_is_symmetric_positive_definite(dim, getkey):
     # definite: measured smallest eigenvalue ~1e-2 (2-D), ~5e-3 (3-D) of the largest
     eig = np.linalg.eigvalsh((M + M.T) / 2)
     assert eig.min() > 1e-6 * eig.max()
+
+
+def test_per_level_gains_and_geometry_masks_keep_it_symmetric_positive_definite(getkey):
+    """`D NᵀN D` with three per-level gains and geometry masks (random, away
+    from their initial values) on a scene with walls, obstacles and air:
+    `uᵀ M v = vᵀ M u` at rounding level and `uᵀ M u > 0` for random `u`."""
+    labels = make_scene(32, seed=5, n_obstacles=2, free_surface=True)
+    fluid = jnp.asarray(labels == FLUID, jnp.float64)
+    net = MultilevelDCDMNet(
+        2, width=4, smooth=1, gains=3, geometry=True, dtype=jnp.float64, key=getkey()
+    )
+    net = with_options(net, getkey())
+    assert net.levels(labels.shape) == 3 and net.in_channels == 4
+    onehot = label_channels(labels).astype(jnp.float64)
+    apply = jax.jit(jax.vmap(lambda u: fluid * net(jnp.concatenate([(fluid * u)[None], onehot]))))
+    U = jax.random.normal(getkey(), (16, *labels.shape), jnp.float64) * fluid
+    gram = np.asarray(U.reshape(16, -1) @ apply(U).reshape(16, -1).T)  # uᵢᵀ M uⱼ
+    # measured: asymmetry ~1e-16 of the largest entry
+    np.testing.assert_allclose(gram, gram.T, rtol=0, atol=1e-12 * np.abs(gram).max())
+    # Rayleigh quotients, and M positive definite on the span of the samples
+    # (measured: the smallest eigenvalue of this Gram matrix ~0.3 of its largest)
+    assert np.all(np.diag(gram) > 0)
+    eig = np.linalg.eigvalsh((gram + gram.T) / 2)
+    assert eig.min() > 1e-3 * eig.max()
 
 
 def test_transpose_is_exact_in_3d(getkey):
@@ -114,6 +146,13 @@ def test_bad_arguments(getkey):
         MultilevelDCDMNet(4, key=getkey())
     with pytest.raises(ValueError, match="`width`"):
         MultilevelDCDMNet(2, width=0, key=getkey())
+    with pytest.raises(ValueError, match="`gains`"):
+        MultilevelDCDMNet(2, gains=0, key=getkey())
     net = MultilevelDCDMNet(2, width=2, smooth=1, key=getkey())
     with pytest.raises(ValueError, match="2-D grid"):
         net(jnp.ones((1, 8)))
+    masked = MultilevelDCDMNet(2, width=2, smooth=1, geometry=True, key=getkey())
+    with pytest.raises(ValueError, match=r"\(4, \*grid\)"):
+        masked(jnp.ones((1, 8, 8)))  # the label channels are missing
+    with pytest.raises(ValueError, match="`labels_onehot`"):
+        masked.factor_transpose(jnp.ones((2, 8, 8)))

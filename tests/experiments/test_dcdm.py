@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from experiments import run
@@ -39,19 +40,36 @@ def test_tiny_config_trains_and_compares(name, tmp_path):
 @pytest.mark.parametrize("kind", ["symmetric", "multilevel"])
 @pytest.mark.slow
 def test_tiny_config_with_a_symmetric_model(kind, tmp_path):
-    """The symmetric generators train with the A-norm loss (in [0, 1])."""
+    """The symmetric generators train with the A-norm loss (in [0, 1]); the
+    multilevel one here on four scenes at once (two sizes, closed and free
+    surface) with per-level gains and geometry masks, evaluated on both
+    families with divergence right-hand sides at two tolerances."""
     config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
     config.model.kind = kind
-    config.model.label_channels = False
+    config.model.label_channels = kind == "multilevel"
     config.eval.methods = ("dcdm", "cg")
+    if kind == "multilevel":
+        config.model.gains = 3
+        config.data.resolutions, config.data.families = (16, 32), ("closed", "free_surface")
+        config.eval.families, config.eval.rhs = ("closed", "free_surface"), "divergence"
+        config.eval.rtols = (1e-4,)
     summary = run.main_from_config(config, tmp_path)
     train = [m for m in read_metrics(tmp_path / "metrics.jsonl") if m["split"] == "train"]
     assert train[-1]["loss"] < train[0]["loss"] <= 1.0
+    if kind == "multilevel":  # the loss is the mean of the four scenes' losses
+        scenes = [f"loss_n{n}_{f}_seed0" for n in (16, 32) for f in ("closed", "free_surface")]
+        assert train[-1]["loss"] == pytest.approx(np.mean([train[-1][k] for k in scenes]))
+        assert set(summary["eval"]) == {
+            f"n{n}_{f}_seed101" for n in (16, 32) for f in ("closed", "free_surface")
+        }
     for scene in summary["eval"].values():
         # a symmetric positive semi-definite generator makes DCDM a PCG
         # (tested exactly in tests/dcdm/test_symmetric.py): it converges
         assert scene["dcdm"]["converged"], scene["dcdm"]
         assert scene["dcdm"]["relative_residual"] <= 1e-6
+        if kind == "multilevel":  # 1e-4 is reached first, on the same iterates
+            for record in scene.values():
+                assert 1 <= record["iterations_at"]["0.0001"] < record["iterations"]
 
 
 @pytest.mark.parametrize(
@@ -104,6 +122,29 @@ def test_multilevel_model_can_start_from_the_shipped_weights():
     config.model.init = "poisson1d"
     with pytest.raises(ValueError, match="config.model.init: `name` must be one of"):
         make_model(config)
+
+
+def test_per_level_gains_and_geometry_start_from_the_shipped_weights():
+    """Fine-tuning the shipped generator with per-level gains and geometry
+    masks: its convolutions, its one gain on every level, masks of ones (so
+    the start is the shipped generator, level for level)."""
+    import jax.numpy as jnp
+
+    from experiments.tasks.dcdm.dcdm import make_model
+    from sciml.dcdm import label_channels, pretrained
+    from solvers.poisson import make_scene
+
+    config = run.load_config(f"{CONFIGS / 'dcdm_poisson2d'}.py:tiny")
+    config.model.kind, config.model.width, config.model.init = "multilevel", 8, "poisson2d"
+    config.model.gains, config.model.label_channels = 4, True
+    net, shipped = make_model(config), pretrained("poisson2d")
+    assert net.gains == 4 and net.in_channels == 4
+    np.testing.assert_array_equal(net.gain, np.full(4, shipped.gain))
+    labels = make_scene(32, seed=9, n_obstacles=2, free_surface=True)
+    r = jnp.asarray(np.random.default_rng(0).standard_normal((1, 32, 32)), jnp.float32)
+    both = jnp.concatenate([r, label_channels(labels)])
+    # measured: equal to float32 rounding (~1e-7 of the largest entry)
+    np.testing.assert_allclose(net(both), shipped(r), rtol=0, atol=1e-5 * np.abs(shipped(r)).max())
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ evaluation and writes the files.
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from pathlib import Path
 
@@ -87,15 +88,43 @@ BASELINES = {
 }
 
 
-def scene(config, resolution: int, seed: int) -> np.ndarray:
+FAMILIES = ("closed", "free_surface")
+
+
+def scene(config, resolution: int, seed: int, family: str | None = None) -> np.ndarray:
+    """The scene of obstacle seed `seed`: a `"closed"` tank (walls and
+    obstacles, all-Neumann) or one with a `"free_surface"`; `family=None`:
+    `config.data.free_surface` decides."""
     data = config.data
+    if family is not None and family not in FAMILIES:
+        raise ValueError(f"scene family must be one of {FAMILIES}, got {family!r}.")
     return make_scene(
         int(resolution),
         dim=int(data.dim),
         seed=int(seed),
         n_obstacles=int(data.n_obstacles),
-        free_surface=bool(data.free_surface),
+        free_surface=bool(data.free_surface) if family is None else family == "free_surface",
     )
+
+
+def scene_name(resolution: int, seed: int, family: str | None = None) -> str:
+    """`n128_seed101`, or with a family `n128_closed_seed101`."""
+    return f"n{resolution}_seed{seed}" if family is None else f"n{resolution}_{family}_seed{seed}"
+
+
+def training_scenes(config) -> dict[str, np.ndarray]:
+    """The training scenes: seed `data.scene_seed` at every resolution of
+    `data.resolutions` (or `data.resolution` alone) in every family of
+    `data.families` (or the one `data.free_surface` gives)."""
+    data = config.data
+    resolutions = tuple(data.get("resolutions", ())) or (data.resolution,)
+    families = tuple(data.get("families", ())) or (None,)
+    seed = int(data.scene_seed)
+    return {
+        scene_name(n, seed, family): scene(config, n, seed, family)
+        for n in resolutions
+        for family in families
+    }
 
 
 MODELS = ("paper", "symmetric", "multilevel")
@@ -124,12 +153,13 @@ def make_model(config) -> Network:
         )
     if kind not in MODELS:
         raise ValueError(f"config.model.kind: unknown {kind!r}; accepted: {', '.join(MODELS)}")
-    if model_cfg.label_channels:
-        raise ValueError(
-            f"config.model.label_channels must be False with config.model.kind={kind!r} "
-            "(label channels would enter additively and make the direction non-linear)."
-        )
     if kind == "symmetric":
+        if model_cfg.label_channels:
+            raise ValueError(
+                "config.model.label_channels must be False with config.model.kind='symmetric' "
+                "(label channels would enter additively and make the direction non-linear; "
+                "kind='multilevel' takes them as geometry masks)."
+            )
         pairs = tuple(int(p) for p in model_cfg.pairs)
         return SymmetricDCDMNet(dim, pairs=pairs, width=int(model_cfg.width), key=key)
     net = MultilevelDCDMNet(
@@ -137,11 +167,18 @@ def make_model(config) -> Network:
         width=int(model_cfg.width),
         smooth=int(model_cfg.get("smooth", 2)),
         coarsest=int(model_cfg.get("coarsest", 4)),
+        gains=int(model_cfg.get("gains", 1)),
+        geometry=bool(model_cfg.label_channels),  # multiplicative masks: N stays linear
         key=key,
     )
     init = model_cfg.get("init", "")
-    if not init:
-        return net
+    return start_from(net, init) if init else net
+
+
+def start_from(net: MultilevelDCDMNet, init: str) -> MultilevelDCDMNet:
+    """`net` with the trained weights of `init` (a run directory of this task or
+    a shipped name): the convolutions as they are, one shared gain spread over
+    per-level gains, geometry weights kept if `init` has them (ones if not)."""
     if Path(init).is_dir():  # a finished run of this task: its trained model
         start, run_config = load_run(init, build_model=make_model)
         held = f"a {run_config.model.to_dict()} network"
@@ -152,13 +189,24 @@ def make_model(config) -> Network:
             raise ValueError(
                 f"config.model.init: {error} Or a run directory of this task."
             ) from None
-    shapes = lambda m: [x.shape for x in jax.tree_util.tree_leaves(m)]  # noqa: E731
-    if net.dim != start.dim or net.coarsest != start.coarsest or shapes(net) != shapes(start):
+    convs = lambda m: (m.stem, m.pre, m.post, m.coarse)  # noqa: E731
+    shapes = lambda m: [x.shape for x in jax.tree_util.tree_leaves(convs(m))]  # noqa: E731
+    if (
+        net.dim != start.dim
+        or net.coarsest != start.coarsest
+        or shapes(net) != shapes(start)
+        or start.gains not in (1, net.gains)
+        or (start.geometry is not None and net.geometry is None)
+    ):
         raise ValueError(
-            f"config.model.init={init!r} holds {held}; set config.model.width, "
-            "smooth, coarsest and data.dim to match it."
+            f"config.model.init={init!r} holds {held}; set config.model.width, smooth, "
+            "coarsest, gains (1 or its own), label_channels and data.dim to match it."
         )
-    return start
+    gain = jnp.broadcast_to(start.gain, net.gain.shape).astype(net.gain.dtype)
+    net = eqx.tree_at(lambda m: (*convs(m), m.gain), net, (*convs(start), gain))
+    if start.geometry is not None:
+        net = eqx.tree_at(lambda m: m.geometry, net, start.geometry)
+    return net
 
 
 def loss_kind(config) -> str:
@@ -221,31 +269,48 @@ def _ritz_dataset(config, path: Path, labels: np.ndarray, matrix) -> dict:
 
 
 def build(config, workdir: Path) -> Experiment:
+    """Training on every scene of `training_scenes` at once: each step takes
+    `train.batch_size` right-hand sides of every scene, and the loss is the
+    mean of the scenes' losses (so a 256² scene weighs as much as a 64² one)."""
     data = config.data
     model = make_model(config)  # checks the model block before the data are built
-    labels = scene(config, data.resolution, data.scene_seed)
-    ritz = training_rhs(config, workdir, labels, assemble(labels))
-    rhs = jnp.asarray(ritz["rhs"], jnp.float32)
-    n_train = rhs.shape[0] - int(data.n_valid)
-    if n_train < 1:
+    if int(data.n_rhs) <= int(data.n_valid):
         raise ValueError(f"config.data.n_rhs must exceed config.data.n_valid ({data.n_valid}).")
-    # the paper's loss ignores x*; the A-norm loss uses it
-    x_star = jnp.asarray(ritz["solutions"], jnp.float32) if loss_kind(config) == "a_norm" else None
-    op = PoissonOperator(labels)
+    n_train = int(data.n_rhs) - int(data.n_valid)
+    a_norm = loss_kind(config) == "a_norm"  # the paper's loss ignores x*
+    scenes = []
+    for name, labels in training_scenes(config).items():
+        ritz = training_rhs(config, workdir, labels, assemble(labels))
+        rhs = jnp.asarray(ritz["rhs"], jnp.float32)
+        x_star = jnp.asarray(ritz["solutions"], jnp.float32) if a_norm else None
+        scenes.append((name, labels, PoissonOperator(labels), rhs, x_star))
     batch_size = int(config.train.batch_size)
 
     @jax.jit
     def batch_fn(step, key):
-        i = jax.random.randint(key, (batch_size,), 0, n_train)
-        return rhs[i], None if x_star is None else x_star[i]
+        batches = []  # one scene: its batches as before the scenes were several
+        keys = [key] if len(scenes) == 1 else jax.random.split(key, len(scenes))
+        for scene_key, (_, _, _, rhs, x_star) in zip(keys, scenes):
+            i = jax.random.randint(scene_key, (batch_size,), 0, n_train)
+            batches.append((rhs[i], None if x_star is None else x_star[i]))
+        return tuple(batches)
 
-    def loss_fn(model, batch, key):
-        return dcdm_loss(net_direction(model, labels), op, *batch), {}
+    def scene_losses(model, batches) -> dict[str, jax.Array]:
+        return {
+            name: dcdm_loss(net_direction(model, labels), op, *batch)
+            for (name, labels, op, _, _), batch in zip(scenes, batches)
+        }
+
+    def loss_fn(model, batches, key):
+        losses = scene_losses(model, batches)
+        aux = {f"loss_{name}": loss for name, loss in losses.items()} if len(scenes) > 1 else {}
+        return jnp.mean(jnp.stack(list(losses.values()))), aux
 
     @eqx.filter_jit
     def evaluate(model):
-        valid = (rhs[n_train:], None if x_star is None else x_star[n_train:])
-        return {"valid_loss": dcdm_loss(net_direction(model, labels), op, *valid)}
+        valid = [(rhs[n_train:], None if x is None else x[n_train:]) for *_, rhs, x in scenes]
+        losses = scene_losses(model, valid)
+        return {"valid_loss": jnp.mean(jnp.stack(list(losses.values())))}
 
     return Experiment(model=model, loss_fn=loss_fn, batch_fn=batch_fn, evaluate=evaluate)
 
@@ -309,6 +374,13 @@ def timed_solve(op, b, direction, config) -> tuple[dict, np.ndarray]:
     return record, history[: steps + 1] / history[0]
 
 
+def iterations_to(history: np.ndarray, rtol: float) -> int | None:
+    """The first iteration whose relative residual (`history`, starting at
+    1) is at most `rtol`; `None` if none is."""
+    below = np.flatnonzero(np.asarray(history) <= rtol)
+    return int(below[0]) if below.size else None
+
+
 def evaluate_scenes(model: Network, config) -> tuple[dict, dict]:
     """Every held-out scene × resolution × method; returns summary and histories."""
     ev = config.eval
@@ -320,29 +392,35 @@ def evaluate_scenes(model: Network, config) -> tuple[dict, dict]:
     jax.config.update("jax_enable_x64", bool(ev.x64))
     try:
         dtype = jnp.float64 if ev.x64 else jnp.float32
-        for resolution in ev.resolutions:
-            for seed in ev.scene_seeds:
-                labels = scene(config, resolution, seed)
-                name = f"n{resolution}_seed{seed}"
-                b = jnp.asarray(random_rhs(labels, seed=int(seed), kind="smooth"), dtype)
-                op = PoissonOperator(labels)
-                matrix = assemble(labels)
-                results[name], histories[name] = {}, {}
-                for method in ev.methods:
-                    if method == "dcdm":
-                        direction, setup = net_direction(model, labels), 0.0
-                    elif method in BASELINES:
-                        precond = BASELINES[method].build(matrix, labels.shape)
-                        direction, setup = precond, precond.setup_seconds
-                    else:
-                        accepted = ", ".join(["dcdm", *BASELINES])
-                        raise ValueError(
-                            f"config.eval.methods: unknown {method!r}; accepted: {accepted}"
-                        )
-                    record, history = timed_solve(op, b, direction, config)
-                    record["setup_seconds"] = setup
-                    results[name][method] = record
-                    histories[name][method] = history
+        families = tuple(ev.get("families", ())) or (None,)
+        for resolution, family, seed in itertools.product(ev.resolutions, families, ev.scene_seeds):
+            labels = scene(config, resolution, seed, family)
+            name = scene_name(resolution, seed, family)
+            kind = ev.get("rhs", "smooth")
+            b = jnp.asarray(random_rhs(labels, seed=int(seed), kind=kind), dtype)
+            op = PoissonOperator(labels)
+            matrix = assemble(labels)
+            results[name], histories[name] = {}, {}
+            for method in ev.methods:
+                if method == "dcdm":
+                    direction, setup = net_direction(model, labels), 0.0
+                elif method in BASELINES:
+                    precond = BASELINES[method].build(matrix, labels.shape)
+                    direction, setup = precond, precond.setup_seconds
+                else:
+                    accepted = ", ".join(["dcdm", *BASELINES])
+                    raise ValueError(
+                        f"config.eval.methods: unknown {method!r}; accepted: {accepted}"
+                    )
+                record, history = timed_solve(op, b, direction, config)
+                record["setup_seconds"] = setup
+                # looser tolerances read off the same iterates (x₀ = 0 and the
+                # directions do not depend on the tolerance)
+                record["iterations_at"] = {
+                    f"{rtol:g}": iterations_to(history, float(rtol)) for rtol in ev.get("rtols", ())
+                }
+                results[name][method] = record
+                histories[name][method] = history
     finally:
         jax.config.update("jax_enable_x64", previous)
     return results, histories
@@ -372,11 +450,34 @@ def validate_config(config) -> None:
         config,
         positive=(
             "data.resolution", "data.n_ritz", "data.n_rhs", "data.n_valid", "model.width",
-            "model.pairs", "eval.resolutions",
+            "model.pairs", "model.gains", "eval.resolutions",
         ),
         non_negative=("data.n_obstacles",),
-        choices={"data.dim": (2, 3), "model.kind": MODELS, "model.loss": LOSSES},
+        choices={
+            "data.dim": (2, 3), "model.kind": MODELS, "model.loss": LOSSES,
+            "eval.rhs": ("smooth", "divergence"),
+        },
     )  # fmt: skip
+    for key in ("data.families", "eval.families"):
+        block, name = key.split(".")
+        families = tuple(config[block].get(name, ()))
+        if any(f not in FAMILIES for f in families) or len(set(families)) != len(families):
+            raise ConfigError(
+                f"config key {key!r} must hold distinct scene families of {FAMILIES} "
+                f"(empty: data.free_surface decides), got {families!r}."
+            )
+    resolutions = tuple(config.data.get("resolutions", ()))
+    if any(not isinstance(n, int) or n < 2 for n in resolutions):
+        raise ConfigError(
+            f"config key 'data.resolutions' must hold grid sizes >= 2 (empty: "
+            f"data.resolution alone), got {resolutions!r}."
+        )
+    rtols = tuple(config.eval.get("rtols", ()))
+    if any(not isinstance(r, float) or not config.eval.rtol <= r < 1 for r in rtols):
+        raise ConfigError(
+            f"config key 'eval.rtols' must hold tolerances in [eval.rtol, 1) (read off the "
+            f"iterates of the eval.rtol solve), got {rtols!r}."
+        )
     unknown = [m for m in config.eval.methods if m not in ("dcdm", *BASELINES)]
     if unknown:
         accepted = ", ".join(repr(m) for m in ("dcdm", *BASELINES))

@@ -259,19 +259,18 @@ def compare(config, workdir: Path) -> dict:
     """Every family with every seed, and the paired differences to the baseline."""
     train, windows, corpus_info = split_corpus(config)
     seeds = [int(s) for s in config.seeds]
-    runs = {
-        family: {
-            seed: train_one(
+    # seed by seed, every family within a seed: a run stopped early leaves
+    # whole paired seeds behind
+    runs = {family: {} for family in config.models}
+    for seed in seeds:
+        for family in config.models:
+            runs[family][seed] = train_one(
                 run_config(config, family, seed),
                 family,
                 train,
                 windows,
                 workdir / family / f"seed{seed}",
             )
-            for seed in seeds
-        }
-        for family in config.models
-    }
     summary = dict(corpus_info)
     base = str(config.baseline)
     margin = float(config.comparable_bpc)
