@@ -278,21 +278,26 @@ def build(config, workdir: Path) -> Experiment:
         raise ValueError(f"config.data.n_rhs must exceed config.data.n_valid ({data.n_valid}).")
     n_train = int(data.n_rhs) - int(data.n_valid)
     a_norm = loss_kind(config) == "a_norm"  # the paper's loss ignores x*
+    # the right-hand sides stay on the host (float32), a batch is copied over per
+    # step: at 256² one scene's 1,000 and their solutions are 0.5 GB, which
+    # compiled programs should not hold as constants
     scenes = []
     for name, labels in training_scenes(config).items():
         ritz = training_rhs(config, workdir, labels, assemble(labels))
-        rhs = jnp.asarray(ritz["rhs"], jnp.float32)
-        x_star = jnp.asarray(ritz["solutions"], jnp.float32) if a_norm else None
+        rhs = np.asarray(ritz["rhs"], np.float32)
+        x_star = np.asarray(ritz["solutions"], np.float32) if a_norm else None
         scenes.append((name, labels, PoissonOperator(labels), rhs, x_star))
     batch_size = int(config.train.batch_size)
+    draw = jax.jit(lambda key: jax.random.randint(key, (batch_size,), 0, n_train))
 
-    @jax.jit
     def batch_fn(step, key):
         batches = []  # one scene: its batches as before the scenes were several
         keys = [key] if len(scenes) == 1 else jax.random.split(key, len(scenes))
         for scene_key, (_, _, _, rhs, x_star) in zip(keys, scenes):
-            i = jax.random.randint(scene_key, (batch_size,), 0, n_train)
-            batches.append((rhs[i], None if x_star is None else x_star[i]))
+            i = np.asarray(draw(scene_key))
+            batches.append(
+                (jnp.asarray(rhs[i]), None if x_star is None else jnp.asarray(x_star[i]))
+            )
         return tuple(batches)
 
     def scene_losses(model, batches) -> dict[str, jax.Array]:
@@ -306,11 +311,17 @@ def build(config, workdir: Path) -> Experiment:
         aux = {f"loss_{name}": loss for name, loss in losses.items()} if len(scenes) > 1 else {}
         return jnp.mean(jnp.stack(list(losses.values()))), aux
 
+    valid = [
+        (jnp.asarray(rhs[n_train:]), None if x is None else jnp.asarray(x[n_train:]))
+        for *_, rhs, x in scenes
+    ]
+
     @eqx.filter_jit
+    def valid_loss(model, valid):
+        return jnp.mean(jnp.stack(list(scene_losses(model, valid).values())))
+
     def evaluate(model):
-        valid = [(rhs[n_train:], None if x is None else x[n_train:]) for *_, rhs, x in scenes]
-        losses = scene_losses(model, valid)
-        return {"valid_loss": jnp.mean(jnp.stack(list(losses.values())))}
+        return {"valid_loss": valid_loss(model, valid)}
 
     return Experiment(model=model, loss_fn=loss_fn, batch_fn=batch_fn, evaluate=evaluate)
 
