@@ -152,8 +152,10 @@ def environment() -> dict[str, str]:
     }
 
 
-def emit(record: dict[str, Any], stream=sys.stdout) -> None:
-    """Prints one benchmark record as a JSON line, with the machine's load so far."""
+def emit(record: dict[str, Any], stream=None) -> None:
+    """Prints one benchmark record as a JSON line (to `sys.stdout` as it is
+    now: a caller may have replaced it), with the machine's load so far."""
     record = record if "load" in record else {"load": machine_load(), **record}
+    stream = sys.stdout if stream is None else stream
     stream.write(json.dumps(record, sort_keys=True, default=float) + "\n")
     stream.flush()
