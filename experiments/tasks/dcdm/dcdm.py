@@ -1,5 +1,6 @@
-"""DCDM on voxel pressure-Poisson systems: train on one scene, compare with the
-classical baselines on held-out scenes and larger grids.
+"""DCDM on voxel pressure-Poisson systems: train on one scene (or on several
+sizes and scene families at once), compare with the classical baselines on
+held-out scenes and larger grids.
 
 Training (Kaneda et al., ICML 2023): Ritz vectors of the training scene's
 matrix from Lanczos, right-hand sides biased towards the low end of its
@@ -8,17 +9,21 @@ spectrum (cached in `ritz.h5` in the run directory), the scale-free loss
 exact solutions `x*` of the training right-hand sides, from a sparse direct
 solve, cached beside them; `config.model.loss`, by default the paper's loss for
 the paper's network and the A-norm loss for the symmetric ones), Adam through
-`sciml.training`.
+`sciml.training`. With `data.resolutions` and `data.families` every step
+takes a batch of every training scene and averages their losses.
 
-Evaluation: for every held-out scene (other obstacle seeds) at every
-evaluation resolution, one smooth consistent right-hand side is solved from
+Evaluation: for every held-out scene (other obstacle seeds; `eval.families`:
+closed tanks and/or free surfaces) at every evaluation resolution, one
+consistent right-hand side (`eval.rhs`: smooth, or the divergence of a random
+smooth velocity) is solved from
 `x₀ = 0` to `‖b − A x‖ ≤ rtol · ‖b‖` by DCDM and by CG, Jacobi-, IC(0)-,
 MIC(0)- and AMG-preconditioned CG, all through the same `sciml.dcdm.solve`
 (float64 outer loop, same matrix, same stopping rule). Each solve is compiled
 ahead of time, so the timing excludes compilation; preconditioner setup is timed separately.
 `summary["eval"][scene][method]` holds `iterations`, `seconds`,
-`setup_seconds`, `converged`, `result` (the `RESULTS` name) and
-`relative_residual`; `plots/residuals.png`
+`setup_seconds`, `converged`, `result` (the `RESULTS` name),
+`relative_residual` and `iterations_at` (the iterations to each of
+`eval.rtols`, read off the same iterates); `plots/residuals.png`
 shows the residual histories.
 
 On several processes (`--processes N`) the training batches are split over
