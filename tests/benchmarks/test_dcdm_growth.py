@@ -16,7 +16,7 @@ def test_growth_per_doubling():
     assert dcdm_growth.growth([10, None, 40]) == {"mean": None, "max": None}
 
 
-def test_tiny_run_resumes_and_tabulates(tmp_path):
+def test_tiny_run_resumes_and_tabulates(tmp_path, monkeypatch):
     out = tmp_path / "rows.jsonl"
     argv = [
         "--resolutions", "16", "32", "--families", "closed", "--seeds", "201",
@@ -36,3 +36,11 @@ def test_tiny_run_resumes_and_tabulates(tmp_path):
     assert dcdm_growth.main(argv) == text  # a rerun reads its rows back, solves nothing
     assert len(out.read_text().splitlines()) == len(rows)
     assert out.with_suffix(".md").read_text() == text + "\n"
+    # a second model into the same file solves only with its own generator (here
+    # the same weights under another name: the same table)
+    from sciml.dcdm import pretrained
+
+    monkeypatch.setattr(dcdm_growth, "load_generator", lambda name: pretrained("poisson2d"))
+    assert dcdm_growth.main([*argv, "--model", "copy"]) == text
+    added = [json.loads(line) for line in out.read_text().splitlines()][len(rows) :]
+    assert [(r["model"], r["method"]) for r in added] == [("copy", "dcdm")] * 2
