@@ -7,7 +7,11 @@ matrices of `solvers.poisson` (fluid unknowns, solid walls as Neumann, air as
 Dirichlet), trained with the A-norm loss: the 2-D one on one 64² scene with
 obstacles and a free surface, then fine-tuned for 300 steps on one 128² scene
 (which brings its growth per grid doubling under 1.5×), the 3-D one, like the
-reference code, on one empty closed box (16³). Their weights are stored as raw leaves
+reference code, on one empty closed box (16³). `pretrained("poisson2d_multires")`
+is the 2-D one fine-tuned on closed tanks and free-surface scenes at 64², 128²
+and 256² at once, with a gain per level and geometry masks (it takes the label
+channels: pass `labels_onehot` to `direction_fn`); on closed tanks its
+iteration count hardly grows with the grid up to 512². Their weights are stored as raw leaves
 (`equinox.tree_serialise_leaves`, no pickle) beside a JSON file with the
 architecture, the training command and one iteration count recorded when the
 weights were written, which the tests reproduce.
@@ -24,7 +28,7 @@ import jax
 from ._multilevel import MultilevelDCDMNet
 
 
-NAMES = ("poisson2d", "poisson3d")
+NAMES = ("poisson2d", "poisson3d", "poisson2d_multires")
 
 
 def pretrained_info(name: str = "poisson2d") -> dict:
@@ -75,7 +79,12 @@ def pretrained(name: str = "poisson2d") -> MultilevelDCDMNet:
     ```
 
     (the A-norm loss is the default for this model; the second run fine-tunes
-    the first's weights at 128²), or `"poisson3d"` (3-D,
+    the first's weights at 128²), `"poisson2d_multires"` (2-D, those weights
+    fine-tuned by `python -m experiments.run --config
+    experiments/configs/dcdm_poisson2d.py:multires`: 400 steps on closed and
+    free-surface scenes at 64², 128² and 256² together, 6 per-level gains,
+    geometry masks; bind it with `direction_fn(net, fluid, label_channels(labels))`),
+    or `"poisson3d"` (3-D,
     the same architecture with 3×3×3 convolutions, width 4), trained on an
     empty closed 16³ box by `python -m benchmarks.dcdm --dim 3 --model
     multilevel --train-scene empty_box ...` (which also writes the weights;
