@@ -40,6 +40,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import textwrap
 from pathlib import Path
 
 import equinox as eqx
@@ -317,7 +318,10 @@ def plot_comparison(runs: dict[str, dict[int, dict]], seeds, ax=None):
         bpc = [by_seed[s]["val_bpc"] for s in seeds]
         ax.bar(i, np.mean(bpc), color=f"C{i}", alpha=0.35, width=0.6)
         ax.plot([i] * len(bpc), bpc, "o", color=f"C{i}", label=None)
-    ax.set_xticks(range(len(runs)), [LABELS[f].replace(" (", "\n(") for f in runs])
+    # labels wrapped to about the width of a bar, so neighbours do not overlap
+    ax.set_xticks(
+        range(len(runs)), [textwrap.fill(LABELS[f], 12, break_on_hyphens=False) for f in runs]
+    )
     low = min(r["val_bpc"] for by_seed in runs.values() for r in by_seed.values())
     high = max(r["val_bpc"] for by_seed in runs.values() for r in by_seed.values())
     ax.set_ylim(low - 0.15 * (high - low + 0.05), high + 0.15 * (high - low + 0.05))
