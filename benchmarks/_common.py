@@ -135,6 +135,18 @@ def _report_load() -> None:
         )
 
 
+def cpu_model() -> str:
+    """The host CPU's model name (Linux's /proc/cpuinfo; the platform's name elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def environment() -> dict[str, str]:
     """Backend and device description, printed with every benchmark run.
 
@@ -147,6 +159,8 @@ def environment() -> dict[str, str]:
     return {
         "backend": jax.default_backend(),
         "device": getattr(device, "device_kind", str(device)),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
         "jax": jax.__version__,
         "python": platform.python_version(),
     }

@@ -17,6 +17,7 @@ from ._layers import (
     InstanceNorm as InstanceNorm,
     PointwiseLinear as PointwiseLinear,
     SoftGating as SoftGating,
+    gelu_exact as gelu_exact,
     grid_embedding as grid_embedding,
 )
 from ._losses import (

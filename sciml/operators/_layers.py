@@ -29,6 +29,33 @@ def check_activation(name: str, activation) -> None:
         )
 
 
+_SQRT_HALF = 0.7071067811865476  # 1/√2
+_INV_SQRT_2PI = 0.3989422804014327  # 1/√(2π)
+
+
+@jax.custom_jvp
+def gelu_exact(x: Float[Array, " ..."]) -> Float[Array, " ..."]:
+    """The exact GELU `x Φ(x)`, `Φ(x) = (1 + erf(x/√2))/2` the standard normal CDF.
+
+    PyTorch's and neuraloperator's default GELU; the same function as
+    `jax.nn.gelu(x, approximate=False)`, with its derivative `Φ(x) + x φ(x)`
+    written out so that a train step evaluates `erf` once per element and
+    keeps `Φ` for the backward pass instead of differentiating through it
+    (an FNO train step at 64², batch 8 ran 15 % faster on a 2-core CPU;
+    docs/benchmarks/operators.md). `jax.nn.gelu`'s default, the tanh
+    approximation, differs from it by up to 4.7e-4.
+    """
+    return x * (0.5 + 0.5 * jax.lax.erf(x * _SQRT_HALF))
+
+
+@gelu_exact.defjvp
+def _gelu_exact_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    cdf = 0.5 + 0.5 * jax.lax.erf(x * _SQRT_HALF)
+    pdf = _INV_SQRT_2PI * jnp.exp(-0.5 * x * x)
+    return x * cdf, dx * (cdf + x * pdf)
+
+
 class PointwiseLinear(eqx.Module):
     """A 1×1 convolution: `y[o, x] = Σ_i A[o, i] v[i, x] + b[o]`.
 
