@@ -201,7 +201,7 @@ def bench_torch_gru(cell: GRU, xs, repeats: int) -> dict:
     with torch.no_grad():
         for name, value in torch_gru_weights(cell).items():
             getattr(gru, name).copy_(torch.from_numpy(np.array(value, np.float32)))
-    x = torch.from_numpy(np.asarray(xs, np.float32)).to(device)
+    x = torch.from_numpy(np.array(xs, np.float32)).to(device)
 
     def forward():
         with torch.no_grad():

@@ -266,7 +266,7 @@ ROWS = (
             "neuraloperator_median_s",
             "ratio_to_neuraloperator",
             "ratio_tanh_gelu_to_neuraloperator",
-            "ratio_erf_gelu_to_neuraloperator",
+            "ratio_exact_gelu_to_neuraloperator",
             "torch_device",
             "note",
         ),

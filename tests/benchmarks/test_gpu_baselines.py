@@ -70,6 +70,6 @@ def test_torch_gru_with_our_weights_matches_ours(gru_case):
     gru = torch.nn.GRU(3, 5, batch_first=True, dtype=torch.float64)
     with torch.no_grad():
         for name, value in torch_gru_weights(cell).items():
-            getattr(gru, name).copy_(torch.from_numpy(value))
-        theirs = gru(torch.from_numpy(np.asarray(xs))[None])[0][0].numpy()
+            getattr(gru, name).copy_(torch.from_numpy(np.array(value)))
+        theirs = gru(torch.from_numpy(np.array(xs))[None])[0][0].numpy()
     np.testing.assert_allclose(theirs, np.asarray(RNN(cell, Sequential())(xs)), atol=1e-12)
