@@ -22,6 +22,9 @@ Ours and PyTorch's alternate in `--pairs` rounds in one process; the ratio is
 ours / PyTorch's per round (median reported). Needs `torch`; measure on a
 quiet machine (every record carries the load).
 
+`--phases` times whole train steps of both sides cut in three, the forward
+loss, the backward pass and the optimiser update, in alternated rounds.
+
 `--profile` instead profiles the whole train steps of `benchmarks.operators
 --part neuraloperator` (ours with jax's profiler, neuraloperator's with
 PyTorch's) and prints the operations that take the most time per step, by
@@ -30,7 +33,8 @@ name (XLA's HLO operation names with their numeric suffix removed; PyTorch's
 the compiled program's `copy` fusions (layout changes) write, by the jax
 operation they come from.
 
-usage: python -m benchmarks.tfno_parts [--sizes 64x8,128x16,256x4] [--pairs N] [--profile]
+usage: python -m benchmarks.tfno_parts [--sizes 64x8,128x16,256x4] [--pairs N]
+       [--phases | --profile | --hlo]
 """
 
 import argparse
@@ -42,6 +46,7 @@ import re
 import sys
 import tempfile
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,7 +54,7 @@ import optax
 
 from benchmarks._common import emit, environment, time_fn
 from benchmarks.operators import _grid_batches, _step_inputs, _train_step
-from sciml.operators import FNO, gelu_exact
+from sciml.operators import FNO, gelu_exact, relative_lp_loss
 from sciml.operators._dft import dft_forward_modes, dft_inverse
 from sciml.operators._layers import PointwiseLinear
 from sciml.operators._spectral import _fill_leading_axes, forward_modes, inverse_rfftn
@@ -152,6 +157,83 @@ def bench(size, batch, channels, pairs, env):
         )
 
 
+def _phase_fns(size, batch):
+    """Both sides' train step cut after the forward loss and after the backward
+    pass, as `{"forward": f, "gradient": f, "step": f}` (each `() -> value`)."""
+    import torch
+    from neuralop.models import TFNO
+
+    optimizer, static, params, opt_state, x, y = _our_setup(size, batch)
+    step = jax.jit(_train_step(optimizer, static))
+
+    def loss(params):
+        model = eqx.combine(params, static)
+        return relative_lp_loss(jax.vmap(model)(x), y, d=2, reduction="mean")
+
+    forward, gradient = jax.jit(loss), jax.jit(jax.value_and_grad(loss))
+    ours = {
+        "forward": lambda: forward(params),
+        "gradient": lambda: gradient(params),
+        "step": lambda: step(params, opt_state, x, y),
+    }
+    torch.manual_seed(0)
+    net = TFNO(
+        n_modes=MODES,
+        in_channels=1,
+        out_channels=1,
+        hidden_channels=32,
+        n_layers=4,
+        factorization="tucker",
+        rank=0.1,
+        implementation="factorized",
+    )
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    tx = torch.from_numpy(np.array(x))
+    ty = torch.from_numpy(np.array(y))
+
+    def torch_loss():
+        error = torch.linalg.vector_norm((net(tx) - ty).reshape(batch, -1), dim=1)
+        return (error / torch.linalg.vector_norm(ty.reshape(batch, -1), dim=1)).mean()
+
+    def torch_gradient():
+        optimizer.zero_grad(set_to_none=True)
+        value = torch_loss()
+        value.backward()
+        return value.item()
+
+    def torch_step():
+        value = torch_gradient()
+        optimizer.step()
+        return value
+
+    theirs = {
+        "forward": lambda: torch_loss().item(),  # with autograd on, as in training
+        "gradient": torch_gradient,
+        "step": torch_step,
+    }
+    return ours, theirs
+
+
+def phases(size, batch, pairs, env):
+    """Seconds of the forward loss, the backward pass and the optimiser update of
+    a train step, ours and neuraloperator's, medians over `pairs` alternated
+    rounds (backward = gradient − forward, update = step − gradient)."""
+    ours, theirs = _phase_fns(size, batch)
+    times = {(who, cut): [] for who in ("ours", "theirs") for cut in ours}
+    for _ in range(pairs):
+        for cut in ours:
+            for who, fns in (("ours", ours), ("theirs", theirs)):
+                times[who, cut].append(time_fn(fns[cut], repeats=3, min_seconds=0.3)["median_s"])
+    record = {"benchmark": "operators.tfno_phases", "grid": size, "batch": batch, **env}
+    for who in ("ours", "theirs"):
+        med = {cut: float(np.median(times[who, cut])) for cut in ours}
+        record[f"{who}_forward_s"] = med["forward"]
+        record[f"{who}_backward_s"] = med["gradient"] - med["forward"]
+        record[f"{who}_update_s"] = med["step"] - med["gradient"]
+        record[f"{who}_step_s"] = med["step"]
+    emit(record)
+
+
 def _top(totals: dict[str, float], steps: int, n: int = 12) -> list[tuple[str, float]]:
     """The `n` largest entries of `totals` (seconds), as milliseconds per step."""
     ranked = sorted(totals.items(), key=lambda item: -item[1])[:n]
@@ -192,9 +274,9 @@ def op_seconds(run, calls: int) -> dict[str, float]:
     return totals
 
 
-def _our_step(size, batch):
-    """Our jitted TFNO train step (the like-for-like model of `--part
-    neuraloperator`: the exact GELU) and its inputs."""
+def _our_setup(size, batch):
+    """The like-for-like model of `benchmarks.operators --part neuraloperator`
+    (the exact GELU), its Adam, and the inputs of its train step."""
     model = FNO(
         MODES,
         1,
@@ -208,6 +290,12 @@ def _our_step(size, batch):
     )
     optimizer = optax.adam(1e-3)
     params, static, opt_state, x, y = _step_inputs(model, optimizer, batch, (size, size))
+    return optimizer, static, params, opt_state, x, y
+
+
+def _our_step(size, batch):
+    """Our jitted TFNO train step (the like-for-like model) and its inputs."""
+    optimizer, static, params, opt_state, x, y = _our_setup(size, batch)
     return jax.jit(_train_step(optimizer, static)), (params, opt_state, x, y)
 
 
@@ -276,6 +364,9 @@ def main(argv=None):
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="profile whole train steps")
     parser.add_argument("--hlo", action="store_true", help="bytes of our step's layout copies")
+    parser.add_argument(
+        "--phases", action="store_true", help="forward, backward and update of whole steps"
+    )
     args = parser.parse_args(argv)
     if args.hlo:
         for size, batch in args.sizes:
@@ -293,6 +384,8 @@ def main(argv=None):
     for size, batch in args.sizes:
         if args.profile:
             profile(size, batch, env)
+        elif args.phases:
+            phases(size, batch, args.pairs, env)
         else:
             bench(size, batch, args.channels, args.pairs, env)
 
