@@ -52,15 +52,21 @@ def _n_params(model) -> int:
     return int(sum(x.size for x in leaves))
 
 
+def _loss(static, x, y):
+    """The relative L2 loss of the model `eqx.combine(params, static)` on a batch,
+    as a function of `params`."""
+
+    def loss(params):
+        model = eqx.combine(params, static)
+        return relative_lp_loss(jax.vmap(model)(x), y, d=y.ndim - 2, reduction="mean")
+
+    return loss
+
+
 def _train_step(optimizer, static):
     def step(params, opt_state, x, y):
         """One Adam step on the relative L2 loss; `static` is the non-array part."""
-
-        def loss(params):
-            model = eqx.combine(params, static)
-            return relative_lp_loss(jax.vmap(model)(x), y, d=y.ndim - 2, reduction="mean")
-
-        value, grads = jax.value_and_grad(loss)(params)
+        value, grads = jax.value_and_grad(_loss(static, x, y))(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, value
 
@@ -244,6 +250,17 @@ def _torch_tfno_step(size, hidden, modes, batch, n_layers, factorization="tucker
     """neuraloperator's TFNO train step (a dense `FNO` for `factorization=None`)
     on the inputs of `_step_inputs`, and its parameter count (None when torch or
     neuraloperator is missing)."""
+    made, missing = _torch_tfno_phases(size, hidden, modes, batch, n_layers, factorization)
+    if made is None:
+        return None, missing
+    phases, n_params, info = made
+    return (phases["step"], n_params, info), None
+
+
+def _torch_tfno_phases(size, hidden, modes, batch, n_layers, factorization="tucker"):
+    """As `_torch_tfno_step`, with the step also cut after the forward loss and
+    after the backward pass: `{"forward": f, "gradient": f, "step": f}`, each
+    `() -> loss` (the forward with autograd on, as in training)."""
     try:
         import torch
         from neuralop.models import FNO as TorchFNO, TFNO
@@ -268,13 +285,22 @@ def _torch_tfno_step(size, hidden, modes, batch, n_layers, factorization="tucker
     x = torch.randn(batch, 1, size, size, device=device)
     y = torch.roll(x, 3, dims=-1)
 
-    def step():
-        optimizer.zero_grad(set_to_none=True)
+    def loss():
         error = torch.linalg.vector_norm((model(x) - y).reshape(batch, -1), dim=1)
-        loss = (error / torch.linalg.vector_norm(y.reshape(batch, -1), dim=1)).mean()
-        loss.backward()
+        return (error / torch.linalg.vector_norm(y.reshape(batch, -1), dim=1)).mean()
+
+    def gradient():
+        optimizer.zero_grad(set_to_none=True)
+        value = loss()
+        value.backward()
+        return value.item()
+
+    def step():
+        value = gradient()
         optimizer.step()
-        return loss.item()
+        return value
+
+    phases = {"forward": lambda: loss().item(), "gradient": gradient, "step": step}
 
     n_params = sum(
         p.numel() * (2 if p.is_complex() else 1) for p in model.parameters() if p.requires_grad
@@ -286,7 +312,7 @@ def _torch_tfno_step(size, hidden, modes, batch, n_layers, factorization="tucker
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "torch_device": device,
     }
-    return (step, n_params, info), None
+    return (phases, n_params, info), None
 
 
 def bench_neuraloperator(size, hidden, modes, batch, common, env, pairs=5):

@@ -46,15 +46,20 @@ import re
 import sys
 import tempfile
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from benchmarks._common import emit, environment, time_fn
-from benchmarks.operators import _grid_batches, _step_inputs, _train_step
-from sciml.operators import FNO, gelu_exact, relative_lp_loss
+from benchmarks.operators import (
+    _grid_batches,
+    _loss,
+    _step_inputs,
+    _torch_tfno_phases,
+    _train_step,
+)
+from sciml.operators import FNO, gelu_exact
 from sciml.operators._dft import dft_forward_modes, dft_inverse
 from sciml.operators._layers import PointwiseLinear
 from sciml.operators._spectral import _fill_leading_axes, forward_modes, inverse_rfftn
@@ -160,57 +165,16 @@ def bench(size, batch, channels, pairs, env):
 def _phase_fns(size, batch):
     """Both sides' train step cut after the forward loss and after the backward
     pass, as `{"forward": f, "gradient": f, "step": f}` (each `() -> value`)."""
-    import torch
-    from neuralop.models import TFNO
-
     optimizer, static, params, opt_state, x, y = _our_setup(size, batch)
-    step = jax.jit(_train_step(optimizer, static))
-
-    def loss(params):
-        model = eqx.combine(params, static)
-        return relative_lp_loss(jax.vmap(model)(x), y, d=2, reduction="mean")
-
+    loss = _loss(static, x, y)
     forward, gradient = jax.jit(loss), jax.jit(jax.value_and_grad(loss))
+    step = jax.jit(_train_step(optimizer, static))
     ours = {
         "forward": lambda: forward(params),
         "gradient": lambda: gradient(params),
         "step": lambda: step(params, opt_state, x, y),
     }
-    torch.manual_seed(0)
-    net = TFNO(
-        n_modes=MODES,
-        in_channels=1,
-        out_channels=1,
-        hidden_channels=32,
-        n_layers=4,
-        factorization="tucker",
-        rank=0.1,
-        implementation="factorized",
-    )
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
-    tx = torch.from_numpy(np.array(x))
-    ty = torch.from_numpy(np.array(y))
-
-    def torch_loss():
-        error = torch.linalg.vector_norm((net(tx) - ty).reshape(batch, -1), dim=1)
-        return (error / torch.linalg.vector_norm(ty.reshape(batch, -1), dim=1)).mean()
-
-    def torch_gradient():
-        optimizer.zero_grad(set_to_none=True)
-        value = torch_loss()
-        value.backward()
-        return value.item()
-
-    def torch_step():
-        value = torch_gradient()
-        optimizer.step()
-        return value
-
-    theirs = {
-        "forward": lambda: torch_loss().item(),  # with autograd on, as in training
-        "gradient": torch_gradient,
-        "step": torch_step,
-    }
+    (theirs, _, _), _ = _torch_tfno_phases(size, 32, MODES, batch, n_layers=4)
     return ours, theirs
 
 

@@ -45,13 +45,17 @@ def gelu_exact(x: Float[Array, " ..."]) -> Float[Array, " ..."]:
     CPU; docs/benchmarks/operators.md). `jax.nn.gelu`'s default, the tanh
     approximation, differs from it by up to 4.7e-4.
     """
-    return x * (0.5 + 0.5 * jax.lax.erf(x * _SQRT_HALF))
+    return x * _normal_cdf(x)
+
+
+def _normal_cdf(x):
+    return 0.5 + 0.5 * jax.lax.erf(x * _SQRT_HALF)
 
 
 @gelu_exact.defjvp
 def _gelu_exact_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
-    cdf = 0.5 + 0.5 * jax.lax.erf(x * _SQRT_HALF)
+    cdf = _normal_cdf(x)
     pdf = _INV_SQRT_2PI * jnp.exp(-0.5 * x * x)
     return x * cdf, dx * (cdf + x * pdf)
 
