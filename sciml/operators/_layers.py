@@ -1,6 +1,9 @@
 """Pointwise layers of FNO: 1×1 convolutions, channel MLPs, skips, norms, embedding.
 
-All act on one sample `(channels, *grid)`.
+All act on one sample `(channels, *grid)`, or `(*grid, channels)` when called
+with `channels_last=True` (the layout `FNO` computes in: its 1×1 convolutions
+are then plain matrix products of the contiguous channel rows, with no
+transposes around them under `vmap`).
 """
 
 import math
@@ -85,12 +88,20 @@ class PointwiseLinear(eqx.Module):
         self.bias = flat[n_weight:] if use_bias else None
 
     def __call__(
-        self, x: Float[Array, " in_channels *grid"]
-    ) -> Float[Array, " out_channels *grid"]:
-        y = jnp.tensordot(self.weight, x, axes=1)
+        self, x: Float[Array, " ..."], *, channels_last: bool = False
+    ) -> Float[Array, " ..."]:
+        if channels_last:
+            y = x @ self.weight.T
+        else:
+            y = jnp.tensordot(self.weight, x, axes=1)
         if self.bias is not None:
-            y = y + self.bias.reshape((-1,) + (1,) * (x.ndim - 1))
+            y = y + _per_channel(self.bias, x.ndim, channels_last)
         return y
+
+
+def _per_channel(v: Array, ndim: int, channels_last: bool) -> Array:
+    """A per-channel vector shaped to broadcast against a sample of `ndim` axes."""
+    return v if channels_last else v.reshape((-1,) + (1,) * (ndim - 1))
 
 
 class ChannelMLP(eqx.Module):
@@ -127,11 +138,11 @@ class ChannelMLP(eqx.Module):
         self.activation = activation
 
     def __call__(
-        self, x: Float[Array, " in_channels *grid"]
-    ) -> Float[Array, " out_channels *grid"]:
+        self, x: Float[Array, " ..."], *, channels_last: bool = False
+    ) -> Float[Array, " ..."]:
         for layer in self.layers[:-1]:
-            x = self.activation(layer(x))
-        return self.layers[-1](x)
+            x = self.activation(layer(x, channels_last=channels_last))
+        return self.layers[-1](x, channels_last=channels_last)
 
 
 class SoftGating(eqx.Module):
@@ -145,21 +156,22 @@ class SoftGating(eqx.Module):
         self.weight = jnp.ones((channels,), dtype)
         self.bias = jnp.ones((channels,), dtype) if use_bias else None
 
-    def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, " channels *grid"]:
-        shape = (-1,) + (1,) * (x.ndim - 1)
-        y = self.weight.reshape(shape) * x
-        return y if self.bias is None else y + self.bias.reshape(shape)
+    def __call__(
+        self, x: Float[Array, " ..."], *, channels_last: bool = False
+    ) -> Float[Array, " ..."]:
+        y = _per_channel(self.weight, x.ndim, channels_last) * x
+        return y if self.bias is None else y + _per_channel(self.bias, x.ndim, channels_last)
 
 
 class Identity(eqx.Module):
-    def __call__(self, x):
+    def __call__(self, x, *, channels_last: bool = False):
         return x
 
 
 class Zero(eqx.Module):
     """The "none" skip: contributes nothing."""
 
-    def __call__(self, x):
+    def __call__(self, x, *, channels_last: bool = False):
         return jnp.zeros_like(x)
 
 
@@ -182,8 +194,10 @@ class InstanceNorm(eqx.Module):
 
     eps: Real = eqx.field(static=True, default=1e-5)
 
-    def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, " channels *grid"]:
-        axes = tuple(range(1, x.ndim))
+    def __call__(
+        self, x: Float[Array, " ..."], *, channels_last: bool = False
+    ) -> Float[Array, " ..."]:
+        axes = tuple(range(x.ndim - 1)) if channels_last else tuple(range(1, x.ndim))
         mean = jnp.mean(x, axis=axes, keepdims=True)
         var = jnp.var(x, axis=axes, keepdims=True)
         return (x - mean) * jax.lax.rsqrt(var + self.eps)
@@ -202,11 +216,13 @@ class GroupNorm(eqx.Module):
         self.bias = jnp.zeros((channels,), dtype)
         self.eps = eps
 
-    def __call__(self, x: Float[Array, " channels *grid"]) -> Float[Array, " channels *grid"]:
+    def __call__(
+        self, x: Float[Array, " ..."], *, channels_last: bool = False
+    ) -> Float[Array, " ..."]:
         mean, var = jnp.mean(x), jnp.var(x)
-        shape = (-1,) + (1,) * (x.ndim - 1)
         y = (x - mean) * jax.lax.rsqrt(var + self.eps)
-        return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+        weight, bias = (_per_channel(v, x.ndim, channels_last) for v in (self.weight, self.bias))
+        return y * weight + bias
 
 
 def make_norm(kind: str | None, channels: int, *, dtype=None) -> eqx.Module | None:
@@ -246,11 +262,15 @@ def padding_widths(domain_padding: Real | Sequence[Real] | None, grid: Sequence[
     return tuple(int(round(f * n)) for f, n in zip(fractions, grid))
 
 
-def pad_domain(x: Array, widths: Sequence[int]) -> Array:
-    """Symmetric zero padding of the grid axes of `(channels, *grid)`."""
-    return jnp.pad(x, [(0, 0)] + [(w, w) for w in widths])
+def pad_domain(x: Array, widths: Sequence[int], *, channels_last: bool = False) -> Array:
+    """Symmetric zero padding of the grid axes of `(channels, *grid)` (or
+    `(*grid, channels)`)."""
+    grid = [(w, w) for w in widths]
+    return jnp.pad(x, grid + [(0, 0)] if channels_last else [(0, 0)] + grid)
 
 
-def unpad_domain(x: Array, widths: Sequence[int]) -> Array:
+def unpad_domain(x: Array, widths: Sequence[int], *, channels_last: bool = False) -> Array:
     """Crops what `pad_domain` added."""
-    return x[(slice(None),) + tuple(slice(w, x.shape[i + 1] - w) for i, w in enumerate(widths))]
+    first = 0 if channels_last else 1
+    crop = tuple(slice(w, x.shape[first + i] - w) for i, w in enumerate(widths))
+    return x[crop] if channels_last else x[(slice(None), *crop)]

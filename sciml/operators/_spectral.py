@@ -166,21 +166,25 @@ def forward_modes(x: Float[Array, " ..."], n_modes: Sequence[int]) -> Complex[Ar
 
 
 def contract(
-    x_block: Complex[Array, " in_channels *modes"],
+    x_block: Complex[Array, " ..."],
     weight,
     *,
     separable: bool = False,
     implementation: str = "factorized",
-) -> Complex[Array, " out_channels *modes"]:
+    channels_last: bool = False,
+) -> Complex[Array, " ..."]:
     """`ŷ[o,k] = Σ_i x̂[i,k] W[i,o,k]` (separable: `ŷ[c,k] = x̂[c,k] W[c,k]`).
 
     `"factorized"` contracts `x̂` with the factors of `weight` in one einsum (path
-    chosen by opt_einsum); `"reconstructed"` builds `W` first.
+    chosen by opt_einsum); `"reconstructed"` builds `W` first. With
+    `channels_last`, `x̂` is `(*modes, in_channels)` and so is the result.
     """
     d = x_block.ndim - 1
     sp = SPATIAL_LETTERS[:d]
-    x_sub = "i" + sp
-    w_sub, out_sub = ("i" + sp, "i" + sp) if separable else ("io" + sp, "o" + sp)
+    x_sub = sp + "i" if channels_last else "i" + sp
+    w_sub = "i" + sp if separable else "io" + sp
+    out_channel = "i" if separable else "o"
+    out_sub = sp + out_channel if channels_last else out_channel + sp
     if implementation == "reconstructed":
         return jnp.einsum(f"{x_sub},{w_sub}->{out_sub}", x_block, weight.to_tensor())
     check_choice("implementation", implementation, IMPLEMENTATIONS)
@@ -198,7 +202,7 @@ def resolve_transform(transform: str, n_modes: Sequence[int]) -> str:
 
 
 def spectral_conv(
-    x: Float[Array, " in_channels *grid"],
+    x: Float[Array, " ..."],
     weight,
     bias: Float[Array | np.ndarray, " out_channels"] | None,
     n_modes: Sequence[int],
@@ -207,12 +211,14 @@ def spectral_conv(
     separable: bool = False,
     implementation: str = "factorized",
     transform: str = "auto",
-) -> Float[Array, " out_channels *out_grid"]:
+    channels_last: bool = False,
+) -> Float[Array, " ..."]:
     """The spectral convolution of one sample (see the module docstring).
 
     **Arguments:**
 
-    - `x`: real input `(C_in, N_1, ..., N_d)`.
+    - `x`: real input `(C_in, N_1, ..., N_d)`, or `(N_1, ..., N_d, C_in)` with
+      `channels_last` (the output then has its channels last too).
     - `weight`: a tensor with `operands`/`to_tensor` (e.g. `TuckerTensor`) of
       shape `(C_in, C_out, *kept_shape(n_modes))`, or `(C, *kept_shape)` if
       `separable`.
@@ -223,24 +229,29 @@ def spectral_conv(
       kept frequencies) or `"auto"` (see `resolve_transform`); same result up
       to rounding.
 
-    **Returns:** real `(C_out, *output_shape)`.
+    **Returns:** real `(C_out, *output_shape)` (`(*output_shape, C_out)` with
+    `channels_last`).
     """
     n_modes = tuple(int(m) for m in n_modes)
     d = len(n_modes)
-    grid = tuple(x.shape[1:])
+    grid = tuple(x.shape[:-1] if channels_last else x.shape[1:])
     out_grid = grid if output_shape is None else tuple(int(s) for s in output_shape)
     check_modes_fit(n_modes, grid, "input")
     check_modes_fit(n_modes, out_grid, "output")
-    dft = resolve_transform(transform, n_modes) == "dft"
-    x_block = dft_forward_modes(x, n_modes) if dft else forward_modes(x, n_modes)
-    y_block = contract(x_block, weight, separable=separable, implementation=implementation)
-    if dft:
-        y = dft_inverse(y_block, n_modes, out_grid)
+    options = dict(separable=separable, implementation=implementation)
+    if resolve_transform(transform, n_modes) == "dft":
+        x_block = dft_forward_modes(x, n_modes, channels_last=channels_last)
+        y_block = contract(x_block, weight, channels_last=channels_last, **options)
+        y = dft_inverse(y_block, n_modes, out_grid, channels_last=channels_last)
     else:
+        # the FFTs run on the last axes: channels last are moved first and back
+        v = jnp.moveaxis(x, -1, 0) if channels_last else x
+        y_block = contract(forward_modes(v, n_modes), weight, **options)
         # the leading axes are filled, not the last: its zero columns need no transform
         y = inverse_rfftn(_fill_leading_axes(y_block, n_modes, out_grid), out_grid)
+        y = jnp.moveaxis(y, 0, -1) if channels_last else y
     if bias is not None:
-        y = y + bias.reshape((-1,) + (1,) * d)
+        y = y + (bias if channels_last else bias.reshape((-1,) + (1,) * d))
     return y
 
 
@@ -312,12 +323,17 @@ class SpectralConv(eqx.Module):
         self.bias = opts.draw_bias(key_b, (out_channels,))
 
     def __call__(
-        self, x: Float[Array, " in_channels *grid"], *, output_shape: Sequence[int] | None = None
-    ) -> Float[Array, " out_channels *out_grid"]:
-        """**Arguments:** `x` of shape `(C_in, N_1, ..., N_d)`; `output_shape`
-        (default: the input grid). **Returns:** `(C_out, *output_shape)`."""
-        check_input(x, self.in_channels, len(self.n_modes), "SpectralConv")
-        return apply_conv(self, x, self.weight, self.bias, output_shape)
+        self,
+        x: Float[Array, " ..."],
+        *,
+        output_shape: Sequence[int] | None = None,
+        channels_last: bool = False,
+    ) -> Float[Array, " ..."]:
+        """**Arguments:** `x` of shape `(C_in, N_1, ..., N_d)` (`(N_1, ..., N_d,
+        C_in)` with `channels_last`); `output_shape` (default: the input grid).
+        **Returns:** `(C_out, *output_shape)` (channels last with `channels_last`)."""
+        check_input(x, self.in_channels, len(self.n_modes), "SpectralConv", channels_last)
+        return apply_conv(self, x, self.weight, self.bias, output_shape, channels_last)
 
 
 class ConvOptions(NamedTuple):
@@ -388,7 +404,7 @@ def conv_options(
     )
 
 
-def apply_conv(conv, x, weight, bias, output_shape=None) -> Array:
+def apply_conv(conv, x, weight, bias, output_shape=None, channels_last=False) -> Array:
     """`spectral_conv` of `x` with `weight` and `bias` under the options a
     spectral convolution module `conv` stores."""
     return spectral_conv(
@@ -400,11 +416,13 @@ def apply_conv(conv, x, weight, bias, output_shape=None) -> Array:
         separable=conv.separable,
         implementation=conv.implementation,
         transform=conv.transform,
+        channels_last=channels_last,
     )
 
 
-def check_input(x, in_channels: int, n_dims: int, who: str) -> None:
-    """Trace-time check of an unbatched real `(channels, *grid)` input."""
+def check_input(x, in_channels: int, n_dims: int, who: str, channels_last=False) -> None:
+    """Trace-time check of an unbatched real `(channels, *grid)` input
+    (`(*grid, channels)` if `channels_last`)."""
     dtype = getattr(x, "dtype", None)
     if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
         hint = (
@@ -417,13 +435,15 @@ def check_input(x, in_channels: int, n_dims: int, who: str) -> None:
             f"float64), got {'a ' + type(x).__name__ if dtype is None else f'dtype {dtype}'}."
             f"{hint}"
         )
+    layout = f"{n_dims} spatial dims, channels" if channels_last else f"channels, {n_dims} spatial dims"
     if x.ndim != n_dims + 1:
         raise ValueError(
-            f"{who} takes one sample of shape (channels, {n_dims} spatial dims); got shape "
+            f"{who} takes one sample of shape ({layout}); got shape "
             f"{x.shape}. Use jax.vmap for a batch."
         )
-    if x.shape[0] != in_channels:
+    channels = x.shape[-1 if channels_last else 0]
+    if channels != in_channels:
         raise ValueError(
             f"{who} was built with in_channels={in_channels} but the input `x` has "
-            f"{x.shape[0]} channels (shape {x.shape})."
+            f"{channels} channels (shape {x.shape})."
         )
