@@ -23,10 +23,14 @@
    `--part neuraloperator`, in a process with jax's one CPU device (parts 1
    and 2 run with 4 virtual devices, which slow a step by about 10 %).
 
+`--reuse-host-memory` runs everything after `sciml.training.reuse_host_memory`
+(freed host memory kept for reuse instead of unmapped; a CPU step then does not
+page-fault its temporary buffer in again); records say `host_memory`.
+
 Every record carries the machine's load; measure with nothing else running.
 
 usage: python -m benchmarks.operators [--quick] [--part all|steps|memory|neuraloperator]
-       [--pairs N] [--sizes 64x8,128x16,256x4]
+       [--pairs N] [--sizes 64x8,128x16,256x4] [--reuse-host-memory]
 """
 
 import argparse
@@ -44,7 +48,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from benchmarks._common import emit, environment, time_fn
 from sciml.operators import FNO, MGTFNO, TFNO, gelu_exact, relative_lp_loss
-from sciml.training import peak_memory_bytes
+from sciml.training import peak_memory_bytes, reuse_host_memory
 
 
 def _n_params(model) -> int:
@@ -136,14 +140,21 @@ def main(argv=None):
         help="GRIDxBATCH pairs for the neuraloperator part (default 64x8,128x16,256x4; "
         "32x4 with --quick)",
     )
+    parser.add_argument(
+        "--reuse-host-memory",
+        action="store_true",
+        help="call sciml.training.reuse_host_memory first (glibc keeps freed memory)",
+    )
     args = parser.parse_args(argv)
+    # before any computation, as it asks; both sides of a comparison run under it
+    reused = args.reuse_host_memory and reuse_host_memory()
     if args.part in ("all", "memory"):
         # the sharded rows need 4 devices: virtual CPU devices on a one-CPU machine,
         # made before jax's backend starts. Not for the comparison with
         # neuraloperator: a step on 4 virtual devices takes 10 % longer than on the
         # one CPU device a user's process has (64², batch 8)
         jax.config.update("jax_num_cpu_devices", 4)
-    env = environment()
+    env = {**environment(), "host_memory": "reuse" if reused else "default"}
     if args.quick:
         size, big, hidden, modes, layers, batch = 32, 64, 16, (8, 8), 2, 4
     else:

@@ -34,7 +34,7 @@ the compiled program's `copy` fusions (layout changes) write, by the jax
 operation they come from.
 
 usage: python -m benchmarks.tfno_parts [--sizes 64x8,128x16,256x4] [--pairs N]
-       [--phases | --profile | --hlo]
+       [--phases | --profile | --hlo] [--reuse-host-memory]
 """
 
 import argparse
@@ -63,6 +63,7 @@ from sciml.operators import FNO, gelu_exact
 from sciml.operators._dft import dft_forward_modes, dft_inverse
 from sciml.operators._layers import PointwiseLinear
 from sciml.operators._spectral import _fill_leading_axes, forward_modes, inverse_rfftn
+from sciml.training import reuse_host_memory
 
 
 MODES = (12, 12)
@@ -331,7 +332,13 @@ def main(argv=None):
     parser.add_argument(
         "--phases", action="store_true", help="forward, backward and update of whole steps"
     )
+    parser.add_argument(
+        "--reuse-host-memory",
+        action="store_true",
+        help="call sciml.training.reuse_host_memory first (as benchmarks.operators)",
+    )
     args = parser.parse_args(argv)
+    reused = args.reuse_host_memory and reuse_host_memory()
     if args.hlo:
         for size, batch in args.sizes:
             top, total = copy_bytes(size, batch)
@@ -344,7 +351,7 @@ def main(argv=None):
     except ImportError as err:
         print(f"operators.tfno_parts skipped: {err} (install torch)", file=sys.stderr)
         return
-    env = environment()
+    env = {**environment(), "host_memory": "reuse" if reused else "default"}
     for size, batch in args.sizes:
         if args.profile:
             profile(size, batch, env)

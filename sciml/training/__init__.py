@@ -22,6 +22,7 @@ from ._errors import (
     ResumePastEndError as ResumePastEndError,
 )
 from ._fit import ExtraState as ExtraState, FitResult as FitResult, fit as fit
+from ._host_memory import reuse_host_memory as reuse_host_memory
 from ._memory import peak_memory_bytes as peak_memory_bytes
 from ._metrics import MetricsWriter as MetricsWriter, read_metrics as read_metrics
 from ._optim import make_optimizer as make_optimizer, make_schedule as make_schedule

@@ -63,23 +63,32 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("transform", ["fft", "dft"])
 @pytest.mark.parametrize("grid,n_modes,out_grid", CASES)
-def test_dense_matches_explicit_dft(grid, n_modes, out_grid, transform):
+def test_dense_matches_explicit_dft(grid, n_modes, out_grid, transform, channels_last):
     rng = np.random.default_rng(len(grid))
     weight = rng.normal(size=(2, 3, *kept_shape(n_modes))) + 1j * rng.normal(
         size=(2, 3, *kept_shape(n_modes))
     )
     bias, x = rng.normal(size=3), rng.normal(size=(2, *grid))
+    # channels last: the same sample and the reference with the channel axis moved
+    move = (lambda a: np.moveaxis(a, 0, -1)) if channels_last else (lambda a: a)
 
     @jax.jit
     def conv(x):
         return spectral_conv(
-            x, ArrayWeight(weight), bias, n_modes, output_shape=out_grid, transform=transform
+            x,
+            ArrayWeight(weight),
+            bias,
+            n_modes,
+            output_shape=out_grid,
+            transform=transform,
+            channels_last=channels_last,
         )
 
     np.testing.assert_allclose(
-        conv(x), dft_reference(x, weight, bias, n_modes, out_grid), atol=1e-12
+        conv(move(x)), move(dft_reference(x, weight, bias, n_modes, out_grid)), atol=1e-12
     )
 
 
@@ -281,12 +290,15 @@ def test_pruned_transforms_match_numpy(grid, n_modes):
         ((4, 6, 7), (3, 4, 5), (5, 6, 7)),  # 3-D
     ],
 )
-def test_dft_transforms_match_numpy(grid, n_modes, out_grid):
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_dft_transforms_match_numpy(grid, n_modes, out_grid, channels_last):
     """The matrix-product transforms against numpy's full `rfftn` (forward, then
     the centred block) and `irfftn` of the zero-filled block on the output grid
     (including an even output grid whose Nyquist column is kept, and a grid
     where the block is zero-filled on both sides). Measured error 4e-16 in
-    float64; a wrong sign, frequency or Nyquist weight is off by O(1)."""
+    float64; a wrong sign, frequency or Nyquist weight is off by O(1). With
+    `channels_last` the batch axis of 2 stands last, as channels do (the
+    axes are then taken in the other order)."""
     from sciml.operators import take_modes
     from sciml.operators._dft import dft_forward_modes, dft_inverse
 
@@ -295,7 +307,11 @@ def test_dft_transforms_match_numpy(grid, n_modes, out_grid):
     axes = tuple(range(1, len(grid) + 1))
     full = np.fft.rfftn(x, axes=axes, norm="forward")
     block = np.asarray(take_modes(jnp.asarray(full), n_modes))
-    np.testing.assert_allclose(dft_forward_modes(jnp.asarray(x), n_modes), block, atol=1e-14)
+    move = (lambda a: np.moveaxis(a, 0, -1)) if channels_last else (lambda a: a)
+    layout = dict(channels_last=channels_last)
+    np.testing.assert_allclose(
+        dft_forward_modes(jnp.asarray(move(x)), n_modes, **layout), move(block), atol=1e-14
+    )
 
     # numpy's inverse of the block zero-filled into the output grid's layout
     spectrum = np.zeros((2, *out_grid[:-1], out_grid[-1] // 2 + 1), complex)
@@ -304,7 +320,9 @@ def test_dft_transforms_match_numpy(grid, n_modes, out_grid):
     spectrum[np.ix_(np.arange(2), *rows, columns)] = block
     expected = np.fft.irfftn(spectrum, s=out_grid, axes=axes, norm="forward")
     np.testing.assert_allclose(
-        dft_inverse(jnp.asarray(block), n_modes, out_grid), expected, atol=1e-14
+        dft_inverse(jnp.asarray(move(block)), n_modes, out_grid, **layout),
+        move(expected),
+        atol=1e-14,
     )
 
 
