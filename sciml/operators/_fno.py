@@ -371,7 +371,7 @@ class FNO(eqx.Module):
         The layers compute with the channels last, `(*grid, channels)`: under
         `vmap` the 1×1 convolutions are then plain products of contiguous
         rows, where channels first XLA's CPU backend transposed the hidden
-        state around each of them (a 64² TFNO train step 1.4× faster,
+        state around each of them (a 64² TFNO train step 1.3× faster,
         docs/benchmarks/operators.md). The same function up to rounding."""
         check_input(x, self.in_channels, len(self.n_modes), type(self).__name__)
         check_finite("x", x)

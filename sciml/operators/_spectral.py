@@ -435,7 +435,9 @@ def check_input(x, in_channels: int, n_dims: int, who: str, channels_last=False)
             f"float64), got {'a ' + type(x).__name__ if dtype is None else f'dtype {dtype}'}."
             f"{hint}"
         )
-    layout = f"{n_dims} spatial dims, channels" if channels_last else f"channels, {n_dims} spatial dims"
+    layout = (
+        f"{n_dims} spatial dims, channels" if channels_last else f"channels, {n_dims} spatial dims"
+    )
     if x.ndim != n_dims + 1:
         raise ValueError(
             f"{who} takes one sample of shape ({layout}); got shape "

@@ -41,8 +41,9 @@ def reuse_host_memory() -> bool:
     try:
         libc = ctypes.CDLL(name)
         mallopt = libc.mallopt
-        libc.gnu_get_libc_version  # only glibc has it (musl has a mallopt that does nothing)
     except (OSError, AttributeError, TypeError):
+        return False
+    if not hasattr(libc, "gnu_get_libc_version"):  # musl's mallopt does nothing
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     initialized = getattr(xla_bridge, "backends_are_initialized", lambda: False)

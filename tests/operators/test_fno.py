@@ -396,9 +396,7 @@ def test_train_step_matches_the_channels_first_layers(options):
     layers' channels-first calls: measured at most 1.8e-6 relative to the
     largest entry of each gradient (float32 rounding), tolerance 2e-5; a
     transposed weight or a swapped transform axis is off by O(1)."""
-    model = FNO(
-        (6, 6), 1, 1, 8, n_layers=2, dtype=jnp.float32, key=jax.random.key(40), **options
-    )
+    model = FNO((6, 6), 1, 1, 8, n_layers=2, dtype=jnp.float32, key=jax.random.key(40), **options)
     x = jax.random.normal(jax.random.key(41), (3, 1, 16, 12), jnp.float32)
     y = jnp.roll(x, 2, axis=-1)
 

@@ -11,7 +11,11 @@ SCRIPT = pathlib.Path(__file__).with_name("_host_memory_script.py")
 
 def _run(*args):
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return json.loads(run.stdout.strip().splitlines()[-1])
 
