@@ -18,10 +18,11 @@ double = jax.jit(lambda x: 2 * x)
 x = jnp.ones((4096, 4096), jnp.float32)  # 64 MB: above glibc's largest mmap threshold
 for _ in range(20):  # the heap grows to what the calls need, then stays
     jax.block_until_ready(double(x))
-calls, before = 5, resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(calls):
+faults = []
+for _ in range(10):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     y = double(x)  # the previous result is freed here
     jax.block_until_ready(y)
     del y
-faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 print(json.dumps({"applied": applied, "faults_per_call": faults}))

@@ -3,6 +3,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 
@@ -22,11 +23,14 @@ def _run(*args):
 
 def test_reuse_host_memory_stops_the_page_faults_of_large_buffers():
     """A 64 MB result allocated per call: by default glibc maps fresh pages for
-    it every call (16,384 pages of 4 KB; measured 16,386 faults a call); with
-    `reuse_host_memory` the freed block is reused (measured under 1)."""
+    it every call (16,384 pages of 4 KB; measured 16,385 faults on every
+    call); with `reuse_host_memory` the freed block is reused (measured 0 on
+    most calls; now and then a call finds its predecessor's block not yet
+    freed, jax frees asynchronously, and the heap grows once more: one call
+    in ten faulted under CI's load). Compared by the median call."""
     reused = _run("reuse")
     if not reused["applied"]:
         pytest.skip("the C library is not glibc")
     default = _run()
-    assert default["faults_per_call"] > 10_000, default
-    assert reused["faults_per_call"] < 1_000, reused
+    assert np.median(default["faults_per_call"]) > 10_000, default
+    assert np.median(reused["faults_per_call"]) < 1_000, reused
