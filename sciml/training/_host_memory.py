@@ -51,6 +51,6 @@ def reuse_host_memory() -> bool:
         warnings.warn(
             "reuse_host_memory() was called after the first JAX computation: the threads "
             "that have already allocated keep mapping fresh memory. Call it first.",
-            stacklevel=3,
+            stacklevel=2,
         )
     return all(mallopt(param, value) == 1 for param, value in _SETTINGS)
