@@ -7,8 +7,8 @@ optimistix, lineax, diffrax, orbax, h5py, matplotlib, scipy, tqdm, jaxtyping
 and PyTorch, and no network. This downloads, for CPython 3.12 on manylinux
 x86-64 (`pip download --only-binary=:all: --no-deps`, pure-Python wheels
 too), what the suite needs beyond that: `NEEDED`, pinned (pyzmq, pyamg,
-ml-collections, neuraloperator 2.0.0, and requests, which `import neuralop`
-needs but neuraloperator does not declare) and every requirement they
+ml-collections, tensorboardX, neuraloperator 2.0.0, and requests, which
+`import neuralop` needs but neuraloperator does not declare) and every requirement they
 pull in (read from each wheel's metadata, markers evaluated for that
 machine), except the packages in `PREINSTALLED` and `LEFT_OUT`. It checks that
 every carried wheel's requirements are carried or preinstalled, that the
@@ -46,6 +46,7 @@ NEEDED = (
     "pyamg==5.4.1",
     "neuraloperator==2.0.0",
     "requests==2.34.2",
+    "tensorboardX==2.6.5",
 )
 INSTALL_WITHOUT_DEPS = ("neuraloperator",)
 PREINSTALLED = (
@@ -65,6 +66,7 @@ PREINSTALLED = (
     "tqdm",
     "jaxtyping",
     "torch",
+    "protobuf",
 )
 PREINSTALLED_PREFIXES = ("nvidia-", "jax-cuda")
 LEFT_OUT = ("wandb",)

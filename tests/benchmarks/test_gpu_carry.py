@@ -22,6 +22,7 @@ are imported only on the GPU machine, by the suite's environment row.
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,22 @@ def test_carry_prints_one_lease_command_and_pins_what_it_needs():
         assert "==" in requirement, requirement
     # the pure-Python need the configs import comes first
     assert carry.NEEDED[0].startswith("ml-collections==")
+
+
+def test_every_dependency_of_the_package_is_carried_or_preinstalled():
+    # the lease of 2026-11-30 lost its online row to this: tensorboardX, which
+    # the training log imports, was neither carried nor on the GPU machine
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    carried = {carry.canonical(Requirement(line).name) for line in carry.NEEDED}
+    missing = [
+        line
+        for line in project["dependencies"]
+        if not carry.is_preinstalled(Requirement(line).name)
+        and carry.canonical(Requirement(line).name) not in carried
+    ]
+    assert missing == []
 
 
 def test_unmet_requirements_are_reported(tmp_path, monkeypatch):
