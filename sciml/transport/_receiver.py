@@ -26,7 +26,10 @@ the solvers' `send` blocks. Both count toward memory: at most
 interface for solvers on other nodes) uses ZeroMQ CURVE: its key pair and the
 clients' are derived from the study's secret (`curve_keys`), so a peer without
 the secret fails the handshake and is disconnected before ZeroMQ takes a byte
-of message from it; each failed handshake is counted as an `auth` rejection.
+of message from it; each refused handshake is counted as an `auth` rejection.
+A connection that drops during its handshake (a solver process stopped while
+it connected) is not: it carried no message, and its peer may well have held
+the secret.
 An `ipc://` receiver has no CURVE: put its socket in a directory only the
 study's user can enter (mode 0700). It is not the default because libzmq
 4.3's ipc transport loses the last messages of a sender that closes while the
@@ -69,7 +72,7 @@ from zmq.utils.monitor import parse_monitor_message
 from .._checks import check_int
 from . import _sockets
 from ._secret import check_secret
-from ._sockets import HANDSHAKE_FAILED, MAXMSGSIZE_SLACK, check_address, curve_keys
+from ._sockets import HANDSHAKE_REFUSED, MAXMSGSIZE_SLACK, check_address, curve_keys
 from ._wire import (
     REJECT_REASONS,
     Message,
@@ -192,7 +195,7 @@ class SampleReceiver:
                 socket.curve_secretkey = keys["server_secret"]
                 socket.curve_publickey = keys["server_public"]
                 socket.curve_server = True
-            monitor = socket.get_monitor_socket(HANDSHAKE_FAILED)
+            monitor = socket.get_monitor_socket(HANDSHAKE_REFUSED)
             socket.bind(self.address)
             self.address = socket.getsockopt_string(zmq.LAST_ENDPOINT)
         except BaseException:
@@ -312,13 +315,13 @@ class SampleReceiver:
             return frame
 
     def _count_failed_handshakes(self, monitor: zmq.Socket) -> None:
-        """Counts each failed CURVE handshake (a peer without the secret) as `auth`."""
+        """Counts each refused CURVE handshake (a peer without the secret) as `auth`."""
         while True:
             try:
                 event = parse_monitor_message(monitor.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
                 return
-            if event["event"] & HANDSHAKE_FAILED:
+            if event["event"] & HANDSHAKE_REFUSED:
                 self._reject(
                     "auth",
                     f"auth: a peer failed the connection handshake (code {event['value']})",

@@ -28,6 +28,11 @@ HANDSHAKE_FAILED = (
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 )
+# The handshakes a receiver counts as refused peers (`auth` rejections): a peer
+# without the secret, or without CURVE, fails with PROTOCOL (or AUTH). NO_DETAIL
+# is a connection that dropped during its handshake (EPIPE, ECONNRESET): a solver
+# process stopped, or closing, while it connected; it carried no message.
+HANDSHAKE_REFUSED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 # What a client watches of its connection (TCP with CURVE): made, and its
 # handshake accepted or refused.
 CLIENT_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | HANDSHAKE_FAILED

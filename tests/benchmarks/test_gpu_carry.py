@@ -22,10 +22,10 @@ are imported only on the GPU machine, by the suite's environment row.
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from benchmarks.gpu import _lease, carry
 
