@@ -8,9 +8,9 @@ and PyTorch, and no network. This downloads, for CPython 3.12 on manylinux
 x86-64 (`pip download --only-binary=:all: --no-deps`, pure-Python wheels
 too), what the suite needs beyond that: `NEEDED`, pinned (pyzmq, pyamg,
 ml-collections, tensorboardX, neuraloperator 2.0.0, and requests, which
-`import neuralop` needs but neuraloperator does not declare) and every requirement they
-pull in (read from each wheel's metadata, markers evaluated for that
-machine), except the packages in `PREINSTALLED` and `LEFT_OUT`. It checks that
+`import neuralop` needs but neuraloperator does not declare) and every
+requirement they pull in (read from each wheel's metadata, markers evaluated
+for that machine), except the packages in `PREINSTALLED` and `LEFT_OUT`. It checks that
 every carried wheel's requirements are carried or preinstalled, that the
 folder and the working tree together stay under the 64 MiB that travel, and
 prints the one lease command (`lease_command`): the suite installs the folder's
