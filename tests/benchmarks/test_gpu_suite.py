@@ -274,6 +274,19 @@ def test_the_documented_limits_and_budgets():
     assert (_suite.STOP_GRACE_S, RESERVE_S) == (10.0, 15.0)
 
 
+def test_rows_may_take_95_percent_of_the_device_memory_unless_told_otherwise(monkeypatch):
+    # jax's default cap (75 %) left the INSR stretch out of memory on an H200
+    for name in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):
+        monkeypatch.delenv(name, raising=False)
+    assert _suite.child_environment(False)["XLA_CLIENT_MEM_FRACTION"] == "0.95"
+    # a user's own setting, under either name, stays the only one (jaxlib
+    # refuses both names at once)
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5")
+    env = _suite.child_environment(False)
+    assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.5"
+    assert "XLA_CLIENT_MEM_FRACTION" not in env
+
+
 def test_parts_hold_every_row_once():
     names = [row.name for row in ROWS]
     assert len(set(names)) == len(names)
