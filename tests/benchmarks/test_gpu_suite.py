@@ -148,8 +148,9 @@ def test_lease_order_puts_rows_without_a_gpu_result_first():
 
 
 def test_committed_gpu_results_order_the_lease(tmp_path):
+    # the first H200 run's records alone (later leases fill the table in)
     results = tmp_path / "results"
-    shutil.copytree(_lease.RESULTS, results)
+    shutil.copytree(_lease.RESULTS / "2026-11-27-h200", results / "2026-11-27-h200")
     # a CPU run (a smoke run committed by mistake) counts for nothing
     cpu = results / "2026-01-01-cpu"
     cpu.mkdir()
