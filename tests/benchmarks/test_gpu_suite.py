@@ -288,6 +288,15 @@ def test_rows_may_take_95_percent_of_the_device_memory_unless_told_otherwise(mon
     assert "XLA_CLIENT_MEM_FRACTION" not in env
 
 
+def test_a_subset_of_rows_keeps_the_environment_row_first():
+    # the lease of 2026-11-30 ran two `--rows` subsets whose results.md said
+    # "device: unknown"
+    names = ["tfno_vs_neuraloperator", "pararnn_newton"]
+    chosen = [row.name for row in _suite.select(_lease.lease_order(ROWS, []), names)]
+    assert chosen[0] == "environment" and sorted(chosen[1:]) == sorted(names)
+    assert _suite.select(list(ROWS), None) == list(ROWS)
+
+
 def test_parts_hold_every_row_once():
     names = [row.name for row in ROWS]
     assert len(set(names)) == len(names)
