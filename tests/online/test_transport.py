@@ -616,9 +616,8 @@ def test_a_connection_dropped_during_its_handshake_is_not_an_auth_rejection():
             secure_client_socket(refused, new_secret(), receiver.address)
             refused.connect(receiver.address)
             wait_until(lambda: receiver.counters()["rejected_auth"] >= 1)
-            refused.close(linger=0)
         finally:
-            context.term()
+            context.destroy(linger=0)  # closes the sockets too, should an assertion fail
 
 
 def test_a_client_that_cannot_connect_or_is_not_served_is_not_told_of_the_secret():
